@@ -1,0 +1,12 @@
+# The two commands of the README, and the code generator.
+.PHONY: run test gen
+
+run:  ## start the whole mesh on this machine (Ctrl-C stops it)
+	@scripts/run.sh
+
+test:  ## run every check and test
+	@scripts/test.sh
+
+gen:  ## regenerate texera/lake/v1 from protos/
+	@scripts/bootstrap.sh
+	@.venv/bin/python scripts/gen_protos.py

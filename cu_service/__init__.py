@@ -1,0 +1,1 @@
+"""A computing unit: runs executions on Spark and writes their results as Iceberg tables."""

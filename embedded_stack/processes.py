@@ -1,0 +1,128 @@
+"""Child processes that cannot outlive the stack.
+
+Each child runs in its own process group with its output in a log file. On
+Linux it also gets a parent-death signal, so that even a stack killed with
+SIGKILL leaves no process behind. Stopping sends the child's stop signal to
+its whole group, waits, then kills what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(signum: int) -> Callable[[], None]:
+    def set_parent_death_signal() -> None:
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
+
+    return set_parent_death_signal
+
+
+def run_as(user: str | None) -> dict[str, Any]:
+    """Popen arguments that run a child as user with only that user's group (without
+    the group change, a child of root keeps root's group and its permissions)."""
+    if user is None:
+        return {}
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+
+
+class ProcessFailed(RuntimeError):
+    """A child could not start or exited early; the message ends with its log's tail."""
+
+
+class ManagedProcess:
+    """One child process of the stack."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        stop_signal: int = signal.SIGTERM,
+    ) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._stop_signal = stop_signal
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log_file:
+            try:
+                self._popen = subprocess.Popen(
+                    list(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=dict(env) if env is not None else None,
+                    **run_as(user),
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent(stop_signal),  # noqa: PLW1509 - no threads exist in the child
+                )
+            except OSError as exc:
+                raise ProcessFailed(f"{name}: cannot start {argv[0]}: {exc.strerror}") from exc
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def running(self) -> bool:
+        return self._popen.poll() is None
+
+    def check_running(self) -> None:
+        """Raises ProcessFailed with the log's tail if the child has exited."""
+        if not self.running():
+            raise ProcessFailed(
+                f"{self.name} exited with status {self._popen.returncode}; "
+                f"the end of {self.log_path}:\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stops the child and everything in its process group."""
+        if self.running():
+            self._signal_group(self._stop_signal)
+            try:
+                self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self._popen.wait()
+        # The leader is gone; make sure nothing it started lingers in its group.
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._popen.pid, signum)
+
+
+def wait_until(
+    ready: Callable[[], bool], process: ManagedProcess, timeout: float, what: str
+) -> None:
+    """Polls ready() until it is true; fails early if the process exits, or at the timeout."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        process.check_running()
+        if time.monotonic() > deadline:
+            raise ProcessFailed(
+                f"{what} was not ready after {timeout:.0f} s; "
+                f"the end of {process.log_path}:\n{process.log_tail()}"
+            )
+        time.sleep(0.1)

@@ -1,0 +1,31 @@
+"""Settings of the embedded stack itself (see service_runtime.config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service_runtime.config import Settings, setting
+
+
+@dataclass(frozen=True, repr=False)
+class StackSettings(Settings):
+    scope = "STACK"
+    state_dir: str = setting(
+        "STATE_DIR", ".stack", "Folder of the stack's data, logs and endpoints file.", scoped=True
+    )
+    host: str = setting("HOST", "127.0.0.1", "Address the gRPC and metrics servers bind to.")
+    postgres_port: int = setting(
+        "POSTGRES_PORT", 54329, "Port of the embedded PostgreSQL.", scoped=True
+    )
+    postgres_dsn: str = setting(
+        "POSTGRES_DSN",
+        "",
+        "Use this PostgreSQL (a postgresql:// URL) instead of starting the embedded one.",
+        secret=True,
+        scoped=True,
+    )
+    database: str = setting(
+        "DATABASE", "texera_lake", "Database of the warehouse registry.", scoped=True
+    )
+    s3_port: int = setting("S3_PORT", 9000, "Port of the S3 endpoint (moto).", scoped=True)
+    log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")

@@ -1,0 +1,1 @@
+"""The gateway: the mesh's one public gRPC endpoint."""

@@ -1,0 +1,1 @@
+"""``texera-lake``: the command line for people using the mesh."""

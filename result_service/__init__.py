@@ -1,0 +1,1 @@
+"""The result service: reads executions' results, statistics and logs back."""

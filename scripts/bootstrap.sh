@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Prepares this checkout: checks for the tools the mesh needs (Python 3.11+,
+# Java 17+, Node.js with npm), then installs every Python package into .venv
+# and the buf CLI into node_modules. Running it again reinstalls only what
+# pyproject.toml, constraints.txt or package-lock.json changed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf '==> %s\n' "$*"; }
+fail() {
+  printf '\nerror: %s\n' "$*" >&2
+  exit 1
+}
+
+find_python() {
+  local candidate
+  for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+    [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 || continue
+    if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+python=$(find_python) ||
+  fail "Python 3.11 or newer is needed. On Debian or Ubuntu: sudo apt-get install python3 python3-venv"
+
+if ! command -v java >/dev/null 2>&1; then
+  fail "Java 17 or newer is needed by PySpark, and there is no java on PATH.
+On Debian or Ubuntu: sudo apt-get install openjdk-17-jre-headless"
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+if [ "${java_major:-0}" -lt 17 ]; then
+  fail "Java 17 or newer is needed by PySpark; the java on PATH is version ${java_major:-unknown}.
+On Debian or Ubuntu: sudo apt-get install openjdk-17-jre-headless"
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+  fail "Node.js and npm are needed for the buf CLI (protobuf lint and breaking-change checks).
+On Debian or Ubuntu: sudo apt-get install nodejs npm"
+fi
+
+fingerprint() { cat "$@" | sha256sum | cut -d ' ' -f 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating the virtual environment .venv"
+  "$python" -m venv .venv ||
+    fail "could not create a virtual environment. On Debian or Ubuntu: sudo apt-get install python3-venv"
+fi
+wanted=$(fingerprint pyproject.toml constraints.txt)
+if [ "$(cat .venv/.installed 2>/dev/null)" != "$wanted" ]; then
+  say "installing Python packages into .venv (the first time takes a few minutes)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[stack,dev]' ||
+    fail "could not install the Python packages; pip's messages above say which one and why (is PyPI reachable?)"
+  echo "$wanted" >.venv/.installed
+fi
+
+wanted=$(fingerprint package.json package-lock.json)
+if [ "$(cat node_modules/.installed 2>/dev/null)" != "$wanted" ]; then
+  say "installing the buf CLI into node_modules"
+  npm install --ignore-scripts --no-audit --no-fund --loglevel=error ||
+    fail "could not install @bufbuild/buf from npm; npm's messages above say why (is the npm registry reachable?)"
+  echo "$wanted" >node_modules/.installed
+fi

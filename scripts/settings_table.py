@@ -1,0 +1,21 @@
+"""Prints every setting of the mesh as the Markdown table the README shows."""
+
+from __future__ import annotations
+
+from cu_service.settings import ComputingUnitSettings
+from embedded_stack.settings import StackSettings
+from gateway.settings import GatewaySettings
+from result_service.settings import ResultServiceSettings
+from service_runtime.config import Settings, markdown_table
+from warehouse_service.settings import WarehouseServiceSettings
+
+ALL_SETTINGS: tuple[type[Settings], ...] = (
+    GatewaySettings,
+    WarehouseServiceSettings,
+    ComputingUnitSettings,
+    ResultServiceSettings,
+    StackSettings,
+)
+
+if __name__ == "__main__":
+    print(markdown_table(*ALL_SETTINGS))

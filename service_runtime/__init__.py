@@ -1,0 +1,1 @@
+"""Runtime shared by every service of the mesh: config, logs, auth, errors, server."""

@@ -1,0 +1,149 @@
+"""Settings read from environment variables.
+
+Every setting is one variable named ``TEXERA_LAKE_<NAME>``. A setting declared
+as *scoped* is read per service: ``TEXERA_LAKE_<SCOPE>_<NAME>`` (for example
+``TEXERA_LAKE_GATEWAY_PORT``), so that one environment can configure the whole
+mesh. Defaults are those of the embedded stack on one machine.
+
+``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
+table of the README's configuration section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+ENV_PREFIX = "TEXERA_LAKE_"
+MIN_SECRET_LENGTH = 32
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+def setting(
+    name: str, default: Any, help: str, *, secret: bool = False, scoped: bool = False
+) -> Any:
+    """Declares a settings field read from ``TEXERA_LAKE_[<SCOPE>_]<name>``."""
+    return field(
+        default=default,
+        metadata={"env": name, "help": help, "secret": secret, "scoped": scoped},
+    )
+
+
+def _parse(kind: Any, raw: str) -> Any:
+    if kind is bool:
+        lowered = raw.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise ValueError("expected true or false")
+    if kind is int:
+        return int(raw)
+    if kind is float:
+        return float(raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Base of every settings class; subclasses declare fields with setting()."""
+
+    #: Scope of scoped settings (for example ``GATEWAY``); set by subclasses.
+    scope: typing.ClassVar[str] = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        env = os.environ if environ is None else environ
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        errors: list[str] = []
+        for f in dataclasses.fields(cls):
+            variable = cls.variable_name(f)
+            raw = env.get(variable)
+            if raw is None:
+                continue
+            try:
+                values[f.name] = _parse(hints[f.name], raw)
+            except ValueError as exc:
+                errors.append(f"{variable}: {exc}")
+        if errors:
+            raise ConfigError("invalid settings: " + "; ".join(errors))
+        return cls(**values)
+
+    @classmethod
+    def variable_name(cls, f: dataclasses.Field[Any]) -> str:
+        scope = f"{cls.scope}_" if f.metadata["scoped"] and cls.scope else ""
+        return f"{ENV_PREFIX}{scope}{f.metadata['env']}"
+
+    @classmethod
+    def describe(cls) -> Iterator[tuple[str, str, str]]:
+        """Yields (variable, default, help) for every setting."""
+        for f in dataclasses.fields(cls):
+            default = "" if f.metadata["secret"] else str(f.default)
+            yield cls.variable_name(f), default, f.metadata["help"]
+
+    def require(self, attribute: str) -> None:
+        """Raises ConfigError naming the variable when a setting is empty."""
+        if not getattr(self, attribute):
+            f = next(f for f in dataclasses.fields(self) if f.name == attribute)
+            raise ConfigError(f"{self.variable_name(f)} must be set: {f.metadata['help']}")
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{f.name}={'***' if f.metadata['secret'] else repr(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)
+        )
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, repr=False)
+class ServerSettings(Settings):
+    """Settings every service process has."""
+
+    host: str = setting("HOST", "127.0.0.1", "Address the gRPC and metrics servers bind to.")
+    port: int = setting("PORT", 0, "gRPC port of the service.", scoped=True)
+    metrics_port: int = setting(
+        "METRICS_PORT", 0, "Port of the Prometheus /metrics endpoint; 0 turns it off.", scoped=True
+    )
+    jwt_secret: str = setting(
+        "JWT_SECRET",
+        "",
+        "HS256 secret that signs callers' JWTs (at least 32 characters). Required.",
+        secret=True,
+    )
+    log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")
+    shutdown_grace_seconds: float = setting(
+        "SHUTDOWN_GRACE_SECONDS", 10.0, "On SIGTERM, how long in-flight calls may take to finish."
+    )
+
+    def validate(self) -> None:
+        """Raises ConfigError, naming the variable, for settings a service cannot run with."""
+        self.require("jwt_secret")
+        if len(self.jwt_secret) < MIN_SECRET_LENGTH:
+            raise ConfigError(
+                f"{ENV_PREFIX}JWT_SECRET must be at least {MIN_SECRET_LENGTH} characters"
+            )
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ConfigError(
+                f"{ENV_PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
+            )
+
+
+def markdown_table(*settings_classes: type[Settings]) -> str:
+    """The settings of the given classes as one Markdown table, each variable once."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    seen: set[str] = set()
+    for cls in settings_classes:
+        for variable, default, help_text in cls.describe():
+            if variable not in seen:
+                seen.add(variable)
+                shown = f"`{default}`" if default else "(empty)"
+                rows.append(f"| `{variable}` | {shown} | {help_text} |")
+    return "\n".join(rows)

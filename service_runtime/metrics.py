@@ -1,0 +1,27 @@
+"""Prometheus metrics of the gRPC server, named as go-grpc-prometheus names them."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+
+STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", _LABELS)
+HANDLED = Counter(
+    "grpc_server_handled_total",
+    "RPCs completed on the server, by status code.",
+    (*_LABELS, "grpc_code"),
+)
+HANDLING_SECONDS = Histogram(
+    "grpc_server_handling_seconds",
+    "Time from the start of an RPC to its completion on the server.",
+    _LABELS,
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+IN_FLIGHT = Gauge("grpc_server_in_flight", "RPCs being served now.", ("grpc_service",))
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Serves /metrics on a background thread; port 0 leaves it off."""
+    if port:
+        start_http_server(port, addr=host)

@@ -1,0 +1,83 @@
+"""Channels for calls between services that carry the served call's context.
+
+An outgoing call made while serving a call carries that call's request id,
+its caller's token (so the callee authorizes the same user) and at most the
+time the served call has left before its deadline. Metadata or a timeout the
+caller passes explicitly wins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from service_runtime import context
+from service_runtime.interceptors import AUTHORIZATION_KEY, REQUEST_ID_KEY
+
+_CHANNEL_OPTIONS = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+)
+
+
+def context_metadata() -> list[tuple[str, str]]:
+    """The request id and caller token of the call being served, as metadata."""
+    metadata = []
+    if request_id := context.request_id_var.get():
+        metadata.append((REQUEST_ID_KEY, request_id))
+    if identity := context.identity_var.get():
+        metadata.append((AUTHORIZATION_KEY, f"Bearer {identity.token}"))
+    return metadata
+
+
+def _remaining_time(timeout: float | None) -> float | None:
+    deadline = context.deadline_var.get()
+    if deadline is None:
+        return timeout
+    remaining = max(deadline - time.monotonic(), 0.0)
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    explicit = list(details.metadata or ())
+    present = {key for key, _ in explicit}
+    inherited = [(key, value) for key, value in context_metadata() if key not in present]
+    return grpc.aio.ClientCallDetails(
+        method=details.method,
+        timeout=_remaining_time(details.timeout),
+        metadata=grpc.aio.Metadata(*explicit, *inherited),
+        credentials=details.credentials,
+        wait_for_ready=details.wait_for_ready,
+    )
+
+
+class _ContextInterceptor(
+    grpc.aio.UnaryUnaryClientInterceptor,
+    grpc.aio.UnaryStreamClientInterceptor,
+):
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await continuation(_with_context(client_call_details), request)
+
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await continuation(_with_context(client_call_details), request)
+
+
+def service_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+    """An insecure channel to another service of the mesh that propagates the call context."""
+    return grpc.aio.insecure_channel(
+        target, options=[*_CHANNEL_OPTIONS, *options], interceptors=[_ContextInterceptor()]
+    )

@@ -1,0 +1,175 @@
+"""Starting and stopping a service process.
+
+A service hands its servicers to run_service(); this module adds what every
+service has: the interceptor, grpc.health.v1 (SERVING while up, NOT_SERVING
+while draining), server reflection, the metrics endpoint, and a graceful stop
+on SIGTERM or SIGINT in which calls in flight may finish within the grace
+period while new calls are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from service_runtime import auth, metrics
+from service_runtime.config import ConfigError, ServerSettings
+from service_runtime.interceptors import ServerInterceptor
+from service_runtime.logs import configure_logging
+from service_runtime.reflection import enable_reflection
+
+log = logging.getLogger("service_runtime.server")
+
+
+@dataclass(frozen=True)
+class ServiceBinding:
+    """One gRPC service to serve: its full name, its servicer and the generated adder."""
+
+    name: str
+    servicer: Any
+    add_to_server: Callable[[Any, grpc.aio.Server], None]
+
+    @classmethod
+    def of(cls, servicer: Any) -> ServiceBinding:
+        """Binds a servicer via its generated base class (``<Name>Servicer`` in ``*_pb2_grpc``)."""
+        for base in type(servicer).__mro__:
+            module = sys.modules[base.__module__]
+            add = getattr(module, f"add_{base.__name__}_to_server", None)
+            if base.__module__.endswith("_pb2_grpc") and add is not None:
+                messages = importlib.import_module(base.__module__.removesuffix("_grpc"))
+                service = messages.DESCRIPTOR.services_by_name[
+                    base.__name__.removesuffix("Servicer")
+                ]
+                return cls(service.full_name, servicer, add)
+        raise TypeError(f"{type(servicer).__name__} does not derive from a generated servicer")
+
+
+@dataclass
+class ServiceProcess:
+    """What a service process serves, and hooks around its life."""
+
+    #: Short name used in logs, for example ``gateway``.
+    name: str
+    settings: ServerSettings
+    services: Sequence[ServiceBinding] = ()
+    #: API services this process will serve but has no handlers for yet: listed
+    #: by reflection, their calls (once authenticated) answered UNIMPLEMENTED.
+    pending_services: Sequence[ServiceDescriptor] = ()
+    #: Awaited after the port is bound and before health turns SERVING.
+    on_start: Callable[[], Awaitable[None]] | None = None
+    #: Awaited after the server stopped, to release resources.
+    on_stop: Callable[[], Awaitable[None]] | None = None
+    extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = field(default_factory=tuple)
+
+
+_HANDLER_FACTORIES = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _unimplemented(service: ServiceDescriptor) -> grpc.GenericRpcHandler:
+    """Handlers for every method of a service that answer UNIMPLEMENTED after the
+    interceptor has authenticated the caller."""
+
+    def not_yet(request: object, call: object) -> NoReturn:
+        raise NotImplementedError
+
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        method.name: _HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)](not_yet)
+        for method in service.methods
+    }
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+class RunningServer:
+    """The gRPC server of a service process, with health and reflection."""
+
+    def __init__(self, process: ServiceProcess) -> None:
+        self.process = process
+        verifier = auth.TokenVerifier(process.settings.jwt_secret)
+        self._server = grpc.aio.server(
+            interceptors=[ServerInterceptor(verifier), *process.extra_interceptors]
+        )
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        for binding in process.services:
+            binding.add_to_server(binding.servicer, self._server)
+        self._server.add_generic_rpc_handlers(
+            [_unimplemented(descriptor) for descriptor in process.pending_services]
+        )
+        enable_reflection(
+            [
+                *(b.name for b in process.services),
+                *(descriptor.full_name for descriptor in process.pending_services),
+                health.SERVICE_NAME,
+            ],
+            self._server,
+        )
+        self.port = 0
+
+    async def start(self) -> None:
+        """Binds the port, runs on_start, then reports SERVING."""
+        settings = self.process.settings
+        address = f"{settings.host}:{settings.port}"
+        try:
+            self.port = self._server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot listen on {address}: in use or not a local address") from exc
+        await self._server.start()
+        metrics.serve_metrics(settings.host, settings.metrics_port)
+        if self.process.on_start is not None:
+            await self.process.on_start()
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        log.info("serving", extra={"address": address, "bound_port": self.port})
+
+    async def stop(self) -> None:
+        """Reports NOT_SERVING, refuses new calls, lets calls in flight finish within the grace."""
+        grace = self.process.settings.shutdown_grace_seconds
+        log.info("stopping: draining calls in flight", extra={"grace_seconds": grace})
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self._server.stop(grace)
+        if self.process.on_stop is not None:
+            await self.process.on_stop()
+        log.info("stopped")
+
+    async def _set_health(self, status: int) -> None:
+        for name in ("", *(b.name for b in self.process.services)):
+            await self._health.set(name, status)
+
+
+async def serve(process: ServiceProcess) -> None:
+    """Serves until SIGTERM or SIGINT, then drains and returns."""
+    server = RunningServer(process)
+    await server.start()
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    await stopping.wait()
+    await server.stop()
+
+
+def run_service(name: str, build: Callable[[], ServiceProcess]) -> None:
+    """Entry point of a service's console script: configures logging, builds, serves."""
+    configure_logging(name)
+    try:
+        process = build()
+        process.settings.validate()
+        logging.getLogger().setLevel(process.settings.log_level.upper())
+        asyncio.run(serve(process))
+    except ConfigError as exc:
+        log.error("cannot start: %s", exc)
+        sys.exit(2)

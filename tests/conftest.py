@@ -1,0 +1,28 @@
+"""Fixtures shared by the unit and integration tests."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def jwt_secret() -> str:
+    return secrets.token_urlsafe(40)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The whole embedded mesh on free loopback ports, shared by the integration tests."""
+    state_dir = tmp_path_factory.mktemp("stack")
+    settings = StackSettings(state_dir=str(state_dir), log_level="DEBUG")
+    with Stack(settings, ephemeral_ports=True) as running:
+        yield running

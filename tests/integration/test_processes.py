@@ -1,0 +1,130 @@
+"""Process lifecycles: a service drains on SIGTERM; the stack leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+
+from embedded_stack.stack import free_port
+from service_runtime.auth import mint_token
+from texera.lake.v1 import warehouse_service_pb2, warehouse_service_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).resolve().parent
+
+
+def _wait_for_line(
+    process: subprocess.Popen[str], marker: str, timeout: float = 120.0
+) -> list[str]:
+    assert process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if marker in line:
+            return seen
+    raise AssertionError(f"{marker!r} never appeared; output so far:\n{''.join(seen)}")
+
+
+def test_sigterm_lets_the_call_in_flight_finish(jwt_secret: str) -> None:
+    port = free_port("127.0.0.1")
+    env = {
+        **os.environ,
+        "TEXERA_LAKE_JWT_SECRET": jwt_secret,
+        "TEXERA_LAKE_SLOW_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+    }
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "slow_service.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_line(server, '"message": "serving"')
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = warehouse_service_pb2_grpc.WarehouseServiceStub(channel)
+            in_flight = stub.GetWarehouse.future(
+                warehouse_service_pb2.GetWarehouseRequest(warehouse_id="slow"),
+                metadata=(("authorization", f"Bearer {mint_token(jwt_secret, 'alice')}"),),
+                timeout=30,
+            )
+            time.sleep(0.5)
+            server.send_signal(signal.SIGTERM)
+            assert in_flight.result().warehouse.warehouse_id == "slow"
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+
+
+def test_ctrl_c_stops_the_stack_and_every_process_it_started(tmp_path: Path) -> None:
+    stack = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "texera-lake-stack"),
+            "up",
+            "--ephemeral-ports",
+            "--state-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output = _wait_for_line(stack, "Press Ctrl-C to stop.")
+        assert any("(public endpoint)" in line for line in output)
+        descendants = psutil.Process(stack.pid).children(recursive=True)
+        names = " ".join(" ".join(child.cmdline()) for child in descendants)
+        for part in (
+            "postgres",
+            "moto.server",
+            "gateway",
+            "warehouse_service",
+            "cu_service",
+            "result_service",
+        ):
+            assert part in names
+        stack.send_signal(signal.SIGINT)
+        assert stack.wait(timeout=60) == 0
+        _, alive = psutil.wait_procs(descendants, timeout=10)
+        assert alive == []
+        assert not (tmp_path / "stack.json").exists()
+    finally:
+        stack.kill()
+
+
+def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "texera-lake-stack"),
+                "up",
+                "--state-dir",
+                str(tmp_path),
+            ],
+            env={**os.environ, "TEXERA_LAKE_GATEWAY_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert f"gateway gRPC port {port}" in result.stderr
+    assert "Traceback" not in result.stderr

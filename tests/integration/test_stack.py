@@ -1,0 +1,113 @@
+"""The embedded stack, driven as a person would: grpcurl, the CLI, the metrics page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from embedded_stack.stack import Stack
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+
+EXPECTED_SERVICES = {
+    "gateway": {
+        "texera.lake.v1.WarehouseService",
+        "texera.lake.v1.ExecutionService",
+        "texera.lake.v1.ResultService",
+    },
+    "warehouse-service": {"texera.lake.v1.WarehouseService", "texera.lake.v1.RegistryService"},
+    "cu-service": {"texera.lake.v1.ExecutionService"},
+    "result-service": {"texera.lake.v1.ResultService"},
+}
+COMMON_SERVICES = {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+
+
+def grpcurl(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "grpcurl"), "-plaintext", *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
+def test_reflection_lists_every_service(stack: Stack, service: str) -> None:
+    listed = set(grpcurl(stack.target(service), "list").stdout.split())
+    assert listed == EXPECTED_SERVICES[service] | COMMON_SERVICES
+
+
+@pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
+def test_health_check_answers_serving(stack: Stack, service: str) -> None:
+    answer = json.loads(grpcurl(stack.target(service), "grpc.health.v1.Health/Check").stdout)
+    assert answer == {"status": "SERVING"}
+
+
+def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> None:
+    target = stack.target("gateway")
+    method = grpcurl(target, "describe", "texera.lake.v1.WarehouseService.CreateWarehouse").stdout
+    assert (
+        "rpc CreateWarehouse ( .texera.lake.v1.CreateWarehouseRequest ) "
+        "returns ( .texera.lake.v1.CreateWarehouseResponse )"
+    ) in method
+    credentials = grpcurl(target, "describe", "texera.lake.v1.S3Credentials").stdout
+    assert "string secret_access_key = 2 [(.texera.lake.v1.sensitive) = true];" in credentials
+
+
+def test_calls_need_a_token_and_the_cli_mints_one(stack: Stack) -> None:
+    target = stack.target("gateway")
+    method = "texera.lake.v1.WarehouseService/ListWarehouses"
+    refused = grpcurl("-d", "{}", target, method, check=False)
+    assert "Code: Unauthenticated" in refused.stderr
+    token = subprocess.run(
+        [str(BIN / "texera-lake"), "--state-dir", str(stack.state_dir), "token", "--user", "alice"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    accepted = grpcurl(
+        "-H", f"authorization: Bearer {token}", "-d", "{}", target, method, check=False
+    )
+    # Authenticated: the gateway's routing to the registry comes with a later part of the mesh.
+    assert "Code: Unimplemented" in accepted.stderr
+
+
+def test_cli_status_reports_every_service_serving(stack: Stack) -> None:
+    status = subprocess.run(
+        [str(BIN / "texera-lake"), "--state-dir", str(stack.state_dir), "status"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert status.stdout.count("SERVING") == 4
+
+
+def test_every_service_exports_metrics(stack: Stack) -> None:
+    for url in stack.endpoints()["metrics"].values():
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert "grpc_server_handled_total" in response.read().decode()
+
+
+def test_service_logs_are_json_lines_with_the_service_name(stack: Stack) -> None:
+    grpcurl(stack.target("gateway"), "grpc.health.v1.Health/Check")
+    for name in EXPECTED_SERVICES:
+        lines = (stack.log_dir / f"{name}.log").read_text().splitlines()
+        entries = [json.loads(line) for line in lines if line.startswith("{")]
+        assert entries
+        assert all(entry["service"] == name for entry in entries)
+        assert any(entry["message"] == "serving" for entry in entries)
+
+
+def test_endpoints_file_describes_the_running_stack(stack: Stack) -> None:
+    endpoints = json.loads((stack.state_dir / "stack.json").read_text())
+    assert endpoints["grpc"]["gateway"] == stack.target("gateway")
+    assert endpoints["postgres"].startswith("postgresql://postgres@127.0.0.1:")
+    assert endpoints["s3"] == stack.s3.endpoint

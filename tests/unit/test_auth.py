@@ -1,0 +1,84 @@
+"""JWT verification: what is accepted and what is refused, and why."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+
+from service_runtime.auth import AuthenticationError, TokenVerifier, mint_token
+
+SECRET = "s" * 40
+
+
+def test_a_valid_token_yields_the_identity() -> None:
+    token = mint_token(SECRET, "alice")
+    identity = TokenVerifier(SECRET).verify(f"Bearer {token}")
+    assert (identity.user_id, identity.role, identity.is_service) == ("alice", "REGULAR", False)
+    assert identity.token == token
+    assert token not in repr(identity)
+
+
+def test_texera_user_id_claim_wins_over_subject() -> None:
+    token = jwt.encode(
+        {"sub": "alice@example.org", "userId": 42, "exp": time.time() + 60}, SECRET, "HS256"
+    )
+    assert TokenVerifier(SECRET).verify(f"Bearer {token}").user_id == "42"
+
+
+def test_service_role_is_recognized() -> None:
+    token = mint_token(SECRET, "cu-1", role="SERVICE")
+    assert TokenVerifier(SECRET).verify(f"Bearer {token}").is_service
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        (None, "missing authorization"),
+        ("", "missing authorization"),
+        ("Basic dXNlcjpwYXNz", "malformed authorization"),
+        ("Bearer", "malformed authorization"),
+        ("Bearer not-a-jwt", "malformed or not an HS256 JWT"),
+    ],
+)
+def test_missing_or_malformed_headers_are_refused(header: str | None, reason: str) -> None:
+    with pytest.raises(AuthenticationError, match=reason):
+        TokenVerifier(SECRET).verify(header)
+
+
+def test_a_token_signed_with_another_secret_is_refused() -> None:
+    token = mint_token("o" * 40, "mallory")
+    with pytest.raises(AuthenticationError, match="signature"):
+        TokenVerifier(SECRET).verify(f"Bearer {token}")
+
+
+def test_an_expired_token_is_refused() -> None:
+    token = jwt.encode({"sub": "alice", "exp": int(time.time()) - 5}, SECRET, "HS256")
+    with pytest.raises(AuthenticationError, match="expired"):
+        TokenVerifier(SECRET).verify(f"Bearer {token}")
+
+
+def test_a_token_without_expiry_is_refused() -> None:
+    token = jwt.encode({"sub": "alice"}, SECRET, "HS256")
+    with pytest.raises(AuthenticationError, match="no expiry"):
+        TokenVerifier(SECRET).verify(f"Bearer {token}")
+
+
+def test_unsigned_and_other_algorithm_tokens_are_refused() -> None:
+    unsigned = jwt.encode({"sub": "alice", "exp": time.time() + 60}, "", "none")
+    hs512 = jwt.encode({"sub": "alice", "exp": time.time() + 60}, SECRET * 2, "HS512")
+    for token in (unsigned, hs512):
+        with pytest.raises(AuthenticationError):
+            TokenVerifier(SECRET).verify(f"Bearer {token}")
+
+
+def test_a_token_naming_no_user_is_refused() -> None:
+    token = jwt.encode({"exp": time.time() + 60}, SECRET, "HS256")
+    with pytest.raises(AuthenticationError, match="names no user"):
+        TokenVerifier(SECRET).verify(f"Bearer {token}")
+
+
+def test_short_secrets_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least 32"):
+        TokenVerifier("too-short")

@@ -1,0 +1,1 @@
+"""The warehouse registry: warehouses, the execution ledger and computing units."""
