@@ -25,6 +25,8 @@ def _print_endpoints(stack: Stack) -> None:
         ),
         ("postgres", endpoints["postgres"]),
         ("s3", endpoints["s3"]),
+        ("catalog (Iceberg REST)", endpoints["catalog"]),
+        ("catalog (management)", endpoints["catalog_management"]),
         *((f"metrics {name}", url) for name, url in endpoints["metrics"].items()),
         ("logs", endpoints["logs"]),
     ]

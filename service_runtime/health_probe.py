@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import grpc
 from grpc_health.v1 import health_pb2
 
@@ -22,3 +24,15 @@ def probe(target: str, *, service: str = "", timeout: float = 1.0) -> str:
         except grpc.RpcError as exc:
             return f"UNREACHABLE ({exc.code().name})"
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+
+def main() -> None:
+    """``python -m service_runtime.health_probe HOST:PORT``: exit 0 if the service is SERVING
+    (for container health checks)."""
+    status = probe(sys.argv[1], timeout=3.0) if len(sys.argv) == 2 else "usage: HOST:PORT"
+    print(status)
+    sys.exit(0 if status == "SERVING" else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,9 @@ from embedded_stack.stack import Stack
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Settings of the test stack that differ from the embedded defaults.
+TEST_STACK_ENV = {"TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true"}
+
 
 @pytest.fixture(scope="session")
 def jwt_secret() -> str:
@@ -24,5 +27,5 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole embedded mesh on free loopback ports, shared by the integration tests."""
     state_dir = tmp_path_factory.mktemp("stack")
     settings = StackSettings(state_dir=str(state_dir), log_level="DEBUG")
-    with Stack(settings, ephemeral_ports=True) as running:
+    with Stack(settings, ephemeral_ports=True, service_env=TEST_STACK_ENV) as running:
         yield running

@@ -1,0 +1,107 @@
+"""One pyiceberg SqlCatalog per warehouse, all on one database engine, plus vended credentials.
+
+A warehouse's SqlCatalog does the Iceberg work (atomic commits, conflict
+detection, metadata files) with the warehouse's own access key. SqlCatalog
+opens an engine per instance; here every instance shares the catalog's
+engine, so the number of database connections does not grow with the number
+of warehouses.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pyiceberg.catalog import MetastoreCatalog
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import Engine
+
+from embedded_stack.dev_catalog.crypto import CredentialCipher
+from embedded_stack.dev_catalog.model import AccessKeyCredential
+from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role
+from embedded_stack.dev_catalog.store import WarehouseRecord
+
+
+class _SharedEngineSqlCatalog(SqlCatalog):
+    """SqlCatalog on a given engine; the schema is created once by the store."""
+
+    def __init__(self, name: str, engine: Engine, **properties: str) -> None:
+        MetastoreCatalog.__init__(self, name, **properties)
+        self.engine = engine
+        self._schema_version = "v1"
+
+
+def _file_io_properties(record: WarehouseRecord, credential: AccessKeyCredential) -> dict[str, str]:
+    profile = record.profile
+    properties = {
+        "warehouse": profile.location,
+        "s3.access-key-id": credential.access_key_id,
+        "s3.secret-access-key": credential.secret_access_key,
+        "s3.region": profile.region,
+        "s3.force-virtual-addressing": str(not profile.path_style_access).lower(),
+    }
+    if profile.endpoint:
+        properties["s3.endpoint"] = profile.endpoint
+    return properties
+
+
+class WarehouseCatalogs:
+    """Catalogs and vended credentials per warehouse, rebuilt when credentials rotate."""
+
+    def __init__(
+        self, engine: Engine, cipher: CredentialCipher, credential_lifetime_seconds: int
+    ) -> None:
+        self._engine = engine
+        self._cipher = cipher
+        self.credential_lifetime_seconds = credential_lifetime_seconds
+        self._lock = threading.Lock()
+        self._catalogs: dict[tuple[str, int], SqlCatalog] = {}
+        self._vended: dict[tuple[str, int, str], VendedCredentials] = {}
+
+    def credential(self, record: WarehouseRecord) -> AccessKeyCredential:
+        return AccessKeyCredential.from_record(self._cipher.open(record.sealed_credential))
+
+    def catalog(self, record: WarehouseRecord) -> SqlCatalog:
+        key = (record.id, record.credential_version)
+        with self._lock:
+            catalog = self._catalogs.get(key)
+            if catalog is None:
+                self._forget(record.id)
+                properties = _file_io_properties(record, self.credential(record))
+                catalog = _SharedEngineSqlCatalog(record.id, self._engine, **properties)
+                self._catalogs[key] = catalog
+            return catalog
+
+    def vend(self, record: WarehouseRecord, location: str) -> VendedCredentials:
+        """Short-lived credentials for location, reused while more than half their life is left."""
+        key = (record.id, record.credential_version, location)
+        with self._lock:
+            cached = self._vended.get(key)
+        if cached is not None and cached.fresh(self.credential_lifetime_seconds):
+            return cached
+        vended = assume_role(
+            record.profile, self.credential(record), location, self.credential_lifetime_seconds
+        )
+        with self._lock:
+            self._vended[key] = vended
+        return vended
+
+    def forget(self, warehouse_id: str) -> None:
+        """Drops everything held for a warehouse (rotation, deletion)."""
+        with self._lock:
+            self._forget(warehouse_id)
+
+    def _forget(self, warehouse_id: str) -> None:
+        for catalog_key in [k for k in self._catalogs if k[0] == warehouse_id]:
+            del self._catalogs[catalog_key]
+        for vended_key in [k for k in self._vended if k[0] == warehouse_id]:
+            del self._vended[vended_key]
+
+    def table_config(
+        self, record: WarehouseRecord, location: str, delegation: str
+    ) -> dict[str, Any]:
+        """The config and storage-credentials of a LoadTableResult for the requested delegation."""
+        if "vended-credentials" not in delegation or not record.profile.sts_enabled:
+            return {"config": {}, "storage-credentials": []}
+        config = self.vend(record, location).as_config(record.profile)
+        return {"config": config, "storage-credentials": [{"prefix": location, "config": config}]}

@@ -1,0 +1,35 @@
+"""Errors in the Iceberg REST error shape: ``{"error": {"message", "type", "code"}}``."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+class CatalogError(Exception):
+    """An error answered to the client with an HTTP status, a type and a message."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+
+    def response(self) -> web.Response:
+        return error_response(self.status, self.error_type, self.message)
+
+
+def error_response(status: int, error_type: str, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def bad_request(error_type: str, message: str) -> CatalogError:
+    return CatalogError(400, error_type, message)
+
+
+def not_found(error_type: str, message: str) -> CatalogError:
+    return CatalogError(404, error_type, message)
+
+
+def conflict(error_type: str, message: str) -> CatalogError:
+    return CatalogError(409, error_type, message)

@@ -1,0 +1,49 @@
+"""Settings of the development catalog (see service_runtime.config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service_runtime.config import ConfigError, Settings, setting
+
+
+@dataclass(frozen=True, repr=False)
+class DevCatalogSettings(Settings):
+    scope = "DEV_CATALOG"
+    host: str = setting("HOST", "127.0.0.1", "Address the servers bind to.")
+    port: int = setting("PORT", 8181, "HTTP port of the development catalog.", scoped=True)
+    database_url: str = setting(
+        "DATABASE_URL",
+        "",
+        "PostgreSQL URL of the development catalog's own database. Required.",
+        secret=True,
+        scoped=True,
+    )
+    encryption_key: str = setting(
+        "ENCRYPTION_KEY",
+        "",
+        "Key that encrypts stored storage credentials (at least 16 characters). Required.",
+        secret=True,
+        scoped=True,
+    )
+    credential_lifetime_seconds: int = setting(
+        "CREDENTIAL_LIFETIME_SECONDS", 3600, "Lifetime of vended storage credentials.", scoped=True
+    )
+    fault_injection: bool = setting(
+        "FAULT_INJECTION",
+        False,
+        "Serve /dev/v1/warehouse/{id}/fault, which makes one warehouse's answers slow or failing.",
+        scoped=True,
+    )
+
+    def validate(self) -> None:
+        self.require("database_url")
+        self.require("encryption_key")
+        if len(self.encryption_key) < 16:
+            raise ConfigError(
+                "TEXERA_LAKE_DEV_CATALOG_ENCRYPTION_KEY must be at least 16 characters"
+            )
+        if self.credential_lifetime_seconds < 1:
+            raise ConfigError(
+                "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS must be at least 1"
+            )

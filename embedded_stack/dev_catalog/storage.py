@@ -1,0 +1,223 @@
+"""What the catalog does with a warehouse's storage: check access, and vend credentials.
+
+Both run with the warehouse's long-lived access key, never returned to anyone.
+Validation writes, reads back and deletes a probe object under the warehouse's
+location, as Lakekeeper does. Vending assumes the profile's role through STS
+for a short-lived key scoped (by a session policy) to one table's location.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+from embedded_stack.dev_catalog.errors import CatalogError
+from embedded_stack.dev_catalog.model import AccessKeyCredential, S3Profile
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
+    from mypy_boto3_sts import STSClient
+
+_PROBE_BODY = b"texera-lake storage validation probe"
+
+
+def _config(profile: S3Profile) -> Config:
+    return Config(
+        connect_timeout=3,
+        read_timeout=15,
+        retries={"max_attempts": 1},
+        # STS's own minimum lifetime (900 s) is not enforced here, so that
+        # development setups can make vended credentials expire within seconds.
+        parameter_validation=False,
+        s3={"addressing_style": "path" if profile.path_style_access else "auto"},
+    )
+
+
+def _s3(profile: S3Profile, credential: AccessKeyCredential) -> S3Client:
+    return boto3.client(
+        "s3",
+        endpoint_url=profile.endpoint,
+        region_name=profile.region,
+        aws_access_key_id=credential.access_key_id,
+        aws_secret_access_key=credential.secret_access_key,
+        config=_config(profile),
+    )
+
+
+def _sts(profile: S3Profile, credential: AccessKeyCredential) -> STSClient:
+    return boto3.client(
+        "sts",
+        endpoint_url=profile.endpoint,
+        region_name=profile.region,
+        aws_access_key_id=credential.access_key_id,
+        aws_secret_access_key=credential.secret_access_key,
+        config=_config(profile),
+    )
+
+
+def storage_error(exc: Exception, profile: S3Profile, status: int = 400) -> CatalogError:
+    """A catalog error that names what went wrong with the storage, never a secret."""
+    if isinstance(exc, EndpointConnectionError) or (
+        isinstance(exc, BotoCoreError) and "connect" in type(exc).__name__.lower()
+    ):
+        where = profile.endpoint or f"the AWS endpoint of region {profile.region}"
+        return CatalogError(
+            status, "StorageEndpointUnreachable", f"cannot reach the S3 endpoint {where}"
+        )
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        reasons = {
+            "NoSuchBucket": ("StorageBucketNotFound", f"bucket {profile.bucket} does not exist"),
+            "InvalidAccessKeyId": (
+                "StorageCredentialInvalid",
+                "the access key id is not known to the storage",
+            ),
+            "InvalidClientTokenId": (
+                "StorageCredentialInvalid",
+                "the access key id is not known to the storage",
+            ),
+            "SignatureDoesNotMatch": (
+                "StorageCredentialInvalid",
+                "the secret access key does not match the access key id",
+            ),
+            "AccessDenied": (
+                "StorageAccessDenied",
+                f"the credentials may not write, read and delete under {profile.location}",
+            ),
+        }
+        error_type, message = reasons.get(
+            code, ("StorageValidationFailed", f"the storage answered {code}")
+        )
+        return CatalogError(status, error_type, message)
+    return CatalogError(
+        status, "StorageValidationFailed", f"storage access failed: {type(exc).__name__}"
+    )
+
+
+def validate_access(profile: S3Profile, credential: AccessKeyCredential) -> None:
+    """Writes, reads back and deletes a probe object; raises CatalogError naming the problem."""
+    s3 = _s3(profile, credential)
+    key = "/".join(p for p in (profile.key_prefix, f".validation-probe-{uuid.uuid4().hex}") if p)
+    try:
+        s3.put_object(Bucket=profile.bucket, Key=key, Body=_PROBE_BODY)
+        read_back = s3.get_object(Bucket=profile.bucket, Key=key)["Body"].read()
+        s3.delete_object(Bucket=profile.bucket, Key=key)
+    except (ClientError, BotoCoreError) as exc:
+        raise storage_error(exc, profile) from exc
+    if read_back != _PROBE_BODY:
+        raise CatalogError(
+            400,
+            "StorageValidationFailed",
+            "the probe object read back differs from what was written",
+        )
+    if profile.sts_enabled:
+        assume_role(profile, credential, profile.location, lifetime_seconds=900)
+
+
+@dataclass(frozen=True)
+class VendedCredentials:
+    """A short-lived key for one location."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str = field(repr=False)
+    expires_at_ms: int
+
+    def fresh(self, lifetime_seconds: float) -> bool:
+        """Whether more than half of the lifetime is left."""
+        return self.expires_at_ms / 1000 - time.time() > lifetime_seconds / 2
+
+    def as_config(self, profile: S3Profile) -> dict[str, str]:
+        """The Iceberg REST FileIO properties (pyiceberg's and Iceberg Java's names)."""
+        config = {
+            "s3.access-key-id": self.access_key_id,
+            "s3.secret-access-key": self.secret_access_key,
+            "s3.session-token": self.session_token,
+            "s3.session-token-expires-at-ms": str(self.expires_at_ms),
+            "s3.region": profile.region,
+            "client.region": profile.region,
+            "s3.path-style-access": str(profile.path_style_access).lower(),
+            "s3.force-virtual-addressing": str(not profile.path_style_access).lower(),
+        }
+        if profile.endpoint:
+            config["s3.endpoint"] = profile.endpoint
+        return config
+
+
+def _session_policy(profile: S3Profile, location: str) -> str:
+    """An STS session policy that narrows the role to one location's objects."""
+    path = location.removeprefix(f"s3://{profile.bucket}").strip("/")
+    objects = (
+        f"arn:aws:s3:::{profile.bucket}/{path}/*" if path else f"arn:aws:s3:::{profile.bucket}/*"
+    )
+    statements = [
+        {
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": objects,
+        },
+        {
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{profile.bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{path}/*" if path else "*"]}},
+        },
+    ]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def assume_role(
+    profile: S3Profile, credential: AccessKeyCredential, location: str, lifetime_seconds: int
+) -> VendedCredentials:
+    """Short-lived credentials for location, through STS AssumeRole on the profile's role."""
+    if not profile.sts_role_arn:
+        raise CatalogError(
+            400,
+            "InvalidStorageProfile",
+            "storage-profile.sts-role-arn is required with sts-enabled: this catalog vends "
+            "credentials by assuming that role",
+        )
+    sts = _sts(profile, credential)
+    try:
+        answer = sts.assume_role(
+            RoleArn=profile.sts_role_arn,
+            RoleSessionName=f"lake-{uuid.uuid4().hex[:16]}",
+            DurationSeconds=lifetime_seconds,
+            Policy=_session_policy(profile, location),
+        )["Credentials"]
+    except (ClientError, BotoCoreError) as exc:
+        raise storage_error(exc, profile) from exc
+    return VendedCredentials(
+        access_key_id=answer["AccessKeyId"],
+        secret_access_key=answer["SecretAccessKey"],
+        session_token=answer["SessionToken"],
+        expires_at_ms=int(answer["Expiration"].timestamp() * 1000),
+    )
+
+
+def delete_prefix(profile: S3Profile, credential: AccessKeyCredential, location: str) -> int:
+    """Deletes every object under location; returns how many."""
+    s3 = _s3(profile, credential)
+    prefix = location.removeprefix(f"s3://{profile.bucket}").strip("/") + "/"
+    deleted = 0
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=profile.bucket, Prefix=prefix
+        ):
+            keys: list[ObjectIdentifierTypeDef] = [
+                {"Key": item["Key"]} for item in page.get("Contents", [])
+            ]
+            if keys:
+                s3.delete_objects(Bucket=profile.bucket, Delete={"Objects": keys, "Quiet": True})
+                deleted += len(keys)
+    except (ClientError, BotoCoreError) as exc:
+        raise storage_error(exc, profile, status=502) from exc
+    return deleted

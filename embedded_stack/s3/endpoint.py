@@ -1,0 +1,208 @@
+"""The S3 endpoint of the embedded stack: moto behind the gate, with IAM authentication on.
+
+moto runs on an internal loopback port. The stack creates an administrator
+through moto's IAM while authentication is still off, then switches it on:
+from then on every request needs a valid signature by a known access key and
+is checked against that key's IAM policies, as on S3 or MinIO. The gate
+(embedded_stack.s3.gate) listens on the public port and adds the expiry check
+for temporary credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
+
+if TYPE_CHECKING:
+    from mypy_boto3_iam import IAMClient
+    from mypy_boto3_s3 import S3Client
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"  # moto's default account
+
+
+@dataclass(frozen=True)
+class AccessKey:
+    """An S3 access key pair."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class BucketGrant:
+    """A bucket with an access key that may use only that bucket: what a user brings."""
+
+    bucket: str
+    region: str
+    endpoint: str
+    access_key: AccessKey
+    #: Role the key may assume for short-lived credentials scoped to the bucket.
+    role_arn: str
+
+
+def _answering(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - loopback http
+            return True
+    except urllib.error.HTTPError:
+        return True  # any HTTP answer means the server is up
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _allow(actions: str | list[str], resources: list[str]) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": actions, "Resource": resources}
+
+
+def _policy(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+class S3Endpoint:
+    """moto on backend_port behind the gate on port, both on host."""
+
+    def __init__(self, host: str, port: int, backend_port: int, log_dir: Path) -> None:
+        self.host = host
+        self.port = port
+        self.backend_port = backend_port
+        self.log_dir = log_dir
+        self.admin: AccessKey | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def _backend(self) -> str:
+        return f"http://{self.host}:{self.backend_port}"
+
+    def start(self, timeout: float = 60.0) -> list[ManagedProcess]:
+        moto = ManagedProcess(
+            "s3-backend",
+            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.backend_port)],
+            self.log_dir / "s3-backend.log",
+        )
+        wait_until(lambda: _answering(f"{self._backend}/moto-api/"), moto, timeout, "moto")
+        self.admin = self._create_admin()
+        self._switch_authentication_on()
+        gate = ManagedProcess(
+            "s3",
+            [
+                sys.executable,
+                "-m",
+                "embedded_stack.s3.gate",
+                "--listen",
+                f"{self.host}:{self.port}",
+                "--backend",
+                self._backend,
+            ],
+            self.log_dir / "s3.log",
+        )
+        wait_until(lambda: _answering(self.endpoint), gate, timeout, "the S3 gate")
+        return [moto, gate]
+
+    def _create_admin(self) -> AccessKey:
+        """Creates the administrator while moto still accepts unsigned calls."""
+        iam = self._iam(AccessKey("bootstrap", "bootstrap"), self._backend)
+        iam.create_user(UserName="stack-admin")
+        iam.put_user_policy(
+            UserName="stack-admin",
+            PolicyName="everything",
+            PolicyDocument=_policy(_allow("*", ["*"])),
+        )
+        key = iam.create_access_key(UserName="stack-admin")["AccessKey"]
+        return AccessKey(key["AccessKeyId"], key["SecretAccessKey"])
+
+    def _switch_authentication_on(self) -> None:
+        url = f"{self._backend}/moto-api/reset-auth"
+        # Not form-encoded: moto reads the count from the raw body.
+        request = urllib.request.Request(  # noqa: S310 - loopback
+            url, data=b"0", method="POST", headers={"Content-Type": "text/plain"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback http
+            if response.status != 200:
+                raise ProcessFailed("could not switch on moto's IAM authentication")
+
+    def _iam(self, key: AccessKey | None = None, endpoint: str | None = None) -> IAMClient:
+        key = key or self._require_admin()
+        return boto3.client(
+            "iam",
+            endpoint_url=endpoint or self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=key.access_key_id,
+            aws_secret_access_key=key.secret_access_key,
+        )
+
+    def admin_s3(self) -> S3Client:
+        """An S3 client signed by the administrator."""
+        key = self._require_admin()
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=key.access_key_id,
+            aws_secret_access_key=key.secret_access_key,
+        )
+
+    def _require_admin(self) -> AccessKey:
+        if self.admin is None:
+            raise ProcessFailed("the S3 endpoint is not started")
+        return self.admin
+
+    def provision_bucket(self, owner: str) -> BucketGrant:
+        """Creates a bucket for owner with an IAM user whose key may use only that bucket,
+        and a role that key may assume to get short-lived credentials for it."""
+        slug = "".join(c for c in owner.lower() if c.isalnum())[:20] or "user"
+        bucket = f"{slug}-{secrets.token_hex(4)}"
+        user, role = f"{bucket}-owner", f"{bucket}-vending"
+        role_arn = f"arn:aws:iam::{ACCOUNT_ID}:role/{role}"
+        bucket_resources = [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+        self.admin_s3().create_bucket(Bucket=bucket)
+        iam = self._iam()
+        iam.create_user(UserName=user)
+        iam.put_user_policy(
+            UserName=user,
+            PolicyName="own-bucket",
+            PolicyDocument=_policy(
+                _allow("s3:*", bucket_resources), _allow("sts:AssumeRole", [role_arn])
+            ),
+        )
+        iam.create_role(
+            RoleName=role,
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT_ID}:user/{user}"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )
+        iam.put_role_policy(
+            RoleName=role,
+            PolicyName="own-bucket",
+            PolicyDocument=_policy(_allow("s3:*", bucket_resources)),
+        )
+        key = iam.create_access_key(UserName=user)["AccessKey"]
+        return BucketGrant(
+            bucket=bucket,
+            region=REGION,
+            endpoint=self.endpoint,
+            access_key=AccessKey(key["AccessKeyId"], key["SecretAccessKey"]),
+            role_arn=role_arn,
+        )

@@ -1,0 +1,158 @@
+"""The stack's S3 endpoint treats credentials as S3 and MinIO do."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import boto3
+import pyarrow as pa
+import pytest
+import requests
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from embedded_stack.s3.endpoint import REGION, BucketGrant
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from tests.conftest import TEST_STACK_ENV
+from tests.integration.catalog_client import create_warehouse, rest_catalog
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+pytestmark = pytest.mark.integration
+
+
+def _s3(endpoint: str, key: str, secret: str, token: str | None = None) -> S3Client:
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        aws_session_token=token,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def _error_code(call: Callable[[], object]) -> str:
+    with pytest.raises(ClientError) as error:
+        call()
+    return str(error.value.response["Error"]["Code"])
+
+
+@pytest.fixture
+def grant(stack: Stack) -> BucketGrant:
+    return stack.provision_bucket("carol")
+
+
+def test_the_owner_key_works_on_its_bucket(grant: BucketGrant) -> None:
+    s3 = _s3(grant.endpoint, grant.access_key.access_key_id, grant.access_key.secret_access_key)
+    s3.put_object(Bucket=grant.bucket, Key="hello.txt", Body=b"hi")
+    assert s3.get_object(Bucket=grant.bucket, Key="hello.txt")["Body"].read() == b"hi"
+
+
+def test_unknown_keys_and_wrong_secrets_are_refused(grant: BucketGrant) -> None:
+    unknown = _s3(grant.endpoint, "AKIA" + uuid.uuid4().hex[:16].upper(), "whatever")
+    wrong_secret = _s3(grant.endpoint, grant.access_key.access_key_id, "not-the-secret")
+    assert (
+        _error_code(lambda: unknown.put_object(Bucket=grant.bucket, Key="x", Body=b"x"))
+        == "InvalidAccessKeyId"
+    )
+    assert (
+        _error_code(lambda: wrong_secret.put_object(Bucket=grant.bucket, Key="x", Body=b"x"))
+        == "SignatureDoesNotMatch"
+    )
+
+
+def test_a_key_cannot_use_another_users_bucket(stack: Stack, grant: BucketGrant) -> None:
+    other = stack.provision_bucket("dave")
+    s3 = _s3(grant.endpoint, grant.access_key.access_key_id, grant.access_key.secret_access_key)
+    assert (
+        _error_code(lambda: s3.put_object(Bucket=other.bucket, Key="x", Body=b"x"))
+        == "AccessDenied"
+    )
+    assert _error_code(lambda: s3.list_objects_v2(Bucket=other.bucket)) == "AccessDenied"
+
+
+def test_the_emulators_admin_api_is_not_reachable(grant: BucketGrant) -> None:
+    assert requests.get(f"{grant.endpoint}/moto-api/", timeout=10).status_code == 403
+    assert (
+        requests.post(f"{grant.endpoint}/moto-api/reset-auth", data="inf", timeout=10).status_code
+        == 403
+    )
+    # Authentication is still on.
+    anonymous = requests.put(f"{grant.endpoint}/{grant.bucket}/x", data=b"x", timeout=10)
+    assert anonymous.status_code == 403
+
+
+def test_expired_temporary_credentials_are_refused(grant: BucketGrant) -> None:
+    sts = boto3.client(
+        "sts",
+        endpoint_url=grant.endpoint,
+        region_name=REGION,
+        aws_access_key_id=grant.access_key.access_key_id,
+        aws_secret_access_key=grant.access_key.secret_access_key,
+        config=Config(parameter_validation=False),  # STS's 900 s minimum is a client-side check
+    )
+    credentials = sts.assume_role(
+        RoleArn=grant.role_arn, RoleSessionName="expiry-test", DurationSeconds=2
+    )["Credentials"]
+    temporary = _s3(
+        grant.endpoint,
+        credentials["AccessKeyId"],
+        credentials["SecretAccessKey"],
+        credentials["SessionToken"],
+    )
+    temporary.put_object(Bucket=grant.bucket, Key="before", Body=b"ok")
+    time.sleep(max(0.0, credentials["Expiration"].timestamp() - time.time()) + 0.5)
+    assert (
+        _error_code(lambda: temporary.put_object(Bucket=grant.bucket, Key="after", Body=b"x"))
+        == "ExpiredToken"
+    )
+
+
+@pytest.fixture(scope="module")
+def short_lived_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose catalog vends credentials that live three seconds."""
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("short-lived")))
+    env = {**TEST_STACK_ENV, "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": "3"}
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
+        yield running
+
+
+def test_vended_credentials_expire_and_a_reload_renews_them(short_lived_stack: Stack) -> None:
+    stack = short_lived_stack
+    grant = stack.provision_bucket("erin")
+    assert create_warehouse(stack, grant, "short").status_code == 201
+    catalog = rest_catalog(stack, "short")
+    catalog.create_namespace("results")
+    table = catalog.create_table("results.t", schema=pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2, 3]}))
+    stale = catalog.load_table("results.t")
+    assert stale.scan().to_arrow().num_rows == 3
+
+    vended = stale.io.properties
+    time.sleep(max(0.0, int(vended["s3.session-token-expires-at-ms"]) / 1000 - time.time()) + 0.5)
+    with pytest.raises(OSError, match="HTTP status 400"):  # a HEAD: S3 sends no error body
+        stale.scan().to_arrow()
+    s3 = _s3(
+        grant.endpoint,
+        vended["s3.access-key-id"],
+        vended["s3.secret-access-key"],
+        vended["s3.session-token"],
+    )
+    metadata_key = stale.metadata_location.removeprefix(f"s3://{grant.bucket}/")
+    assert (
+        _error_code(lambda: s3.get_object(Bucket=grant.bucket, Key=metadata_key)) == "ExpiredToken"
+    )
+    assert catalog.load_table("results.t").scan().to_arrow().num_rows == 3
+
+
+def test_no_log_of_the_s3_gate_shows_a_secret(stack: Stack, grant: BucketGrant) -> None:
+    for log in Path(stack.log_dir).glob("s3*.log"):
+        assert grant.access_key.secret_access_key not in log.read_text()
