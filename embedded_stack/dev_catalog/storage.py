@@ -41,26 +41,22 @@ def _config(profile: S3Profile) -> Config:
     )
 
 
-def _s3(profile: S3Profile, credential: AccessKeyCredential) -> S3Client:
-    return boto3.client(
-        "s3",
-        endpoint_url=profile.endpoint,
-        region_name=profile.region,
+def _session(profile: S3Profile, credential: AccessKeyCredential) -> boto3.session.Session:
+    return boto3.session.Session(
         aws_access_key_id=credential.access_key_id,
         aws_secret_access_key=credential.secret_access_key,
-        config=_config(profile),
+        region_name=profile.region,
     )
+
+
+def _s3(profile: S3Profile, credential: AccessKeyCredential) -> S3Client:
+    session = _session(profile, credential)
+    return session.client("s3", endpoint_url=profile.endpoint, config=_config(profile))
 
 
 def _sts(profile: S3Profile, credential: AccessKeyCredential) -> STSClient:
-    return boto3.client(
-        "sts",
-        endpoint_url=profile.endpoint,
-        region_name=profile.region,
-        aws_access_key_id=credential.access_key_id,
-        aws_secret_access_key=credential.secret_access_key,
-        config=_config(profile),
-    )
+    session = _session(profile, credential)
+    return session.client("sts", endpoint_url=profile.endpoint, config=_config(profile))
 
 
 def storage_error(exc: Exception, profile: S3Profile, status: int = 400) -> CatalogError:
