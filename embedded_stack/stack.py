@@ -226,15 +226,22 @@ class Stack:
             env=env,
         )
         wait_until(lambda: _http_ok(f"{self.catalog_url}/health"), process, timeout, "the catalog")
+        self._bootstrap_catalog()
+        return process
+
+    def _bootstrap_catalog(self) -> None:
         request = urllib.request.Request(  # noqa: S310 - loopback http
             f"{self.catalog_url}/management/v1/bootstrap",
             data=json.dumps({"accept-terms-of-use": True}).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback http
-            pass
-        return process
+        try:
+            with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback http
+                pass
+        except urllib.error.HTTPError as exc:
+            if b"CatalogAlreadyBootstrapped" not in exc.read():  # a restarted catalog
+                raise ProcessFailed(f"bootstrapping the catalog failed: HTTP {exc.code}") from exc
 
     def _service_env(self) -> dict[str, str]:
         env = {
@@ -243,6 +250,9 @@ class Stack:
             f"{ENV_PREFIX}HOST": self.settings.host,
             f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
             f"{ENV_PREFIX}LOG_LEVEL": self.settings.log_level,
+            f"{ENV_PREFIX}WAREHOUSE_DATABASE_URL": self.database_url,
+            f"{ENV_PREFIX}CATALOG_URI": f"{self.catalog_url}/catalog",
+            f"{ENV_PREFIX}CATALOG_MANAGEMENT_URI": f"{self.catalog_url}/management",
         }
         for spec in SERVICES:
             scope = spec.settings.scope
@@ -260,6 +270,19 @@ class Stack:
         target = self.target(spec.name)
         wait_until(lambda: probe(target) == "SERVING", process, timeout, spec.name)
         return process
+
+    def interrupt(self, part: str) -> None:
+        """Stops one part ("postgres" or "dev-catalog") as an outage would; for tests."""
+        self._part(part).stop()
+
+    def resume(self, part: str) -> None:
+        """Starts an interrupted part again, with its data as it was."""
+        old = self._part(part)
+        new = self.postgres.start() if part == "postgres" else self._start_catalog()
+        self._processes[self._processes.index(old)] = new
+
+    def _part(self, name: str) -> ManagedProcess:
+        return next(p for p in self._processes if p.name == name)
 
     def check_running(self) -> None:
         """Raises ProcessFailed if any part has exited."""

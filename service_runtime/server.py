@@ -124,6 +124,8 @@ class RunningServer:
         """Binds the port, runs on_start, then reports SERVING."""
         settings = self.process.settings
         address = f"{settings.host}:{settings.port}"
+        # grpc's health servicer starts out SERVING; nothing is ready before on_start has run.
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
             self.port = self._server.add_insecure_port(address)
         except RuntimeError as exc:

@@ -14,7 +14,12 @@ from embedded_stack.stack import Stack
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Settings of the test stack that differ from the embedded defaults.
-TEST_STACK_ENV = {"TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true"}
+TEST_STACK_ENV = {
+    "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
+    # Leases lapse within seconds, so that tests can lose a computing unit quickly.
+    "TEXERA_LAKE_WAREHOUSE_HEARTBEAT_INTERVAL_SECONDS": "1",
+    "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "3",
+}
 
 
 @pytest.fixture(scope="session")

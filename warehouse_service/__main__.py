@@ -2,19 +2,70 @@
 
 from __future__ import annotations
 
-from service_runtime.server import ServiceProcess, run_service
-from texera.lake.v1 import registry_service_pb2, warehouse_service_pb2
+import asyncio
+import contextlib
+
+from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.db import Database
+from warehouse_service.leases import sweep_forever
+from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.warehouses import WarehouseServicer
 
 
 def build() -> ServiceProcess:
+    settings = WarehouseServiceSettings.from_env()
+    db = Database(settings.database_url, settings.database_pool_size)
+    catalog = CatalogClient(
+        settings.catalog_management_uri,
+        settings.catalog_uri,
+        settings.catalog_project_id,
+        timeout_seconds=settings.catalog_timeout_seconds,
+        attempts=settings.catalog_attempts,
+    )
+    background: list[asyncio.Task[None]] = []
+
+    async def start() -> None:
+        await catalog.open()
+        await db.open()
+        background.append(
+            asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
+        )
+
+    async def stop() -> None:
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await catalog.close()
+        await db.close()
+
     return ServiceProcess(
         name="warehouse-service",
-        settings=WarehouseServiceSettings.from_env(),
-        pending_services=[
-            warehouse_service_pb2.DESCRIPTOR.services_by_name["WarehouseService"],
-            registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"],
+        settings=settings,
+        services=[
+            ServiceBinding.of(
+                WarehouseServicer(
+                    db,
+                    catalog,
+                    settings.jwt_secret,
+                    delete_wait_seconds=settings.delete_wait_seconds,
+                )
+            ),
+            ServiceBinding.of(
+                LedgerServicer(
+                    db,
+                    jwt_secret=settings.jwt_secret,
+                    catalog_uri=settings.catalog_uri,
+                    project_id=settings.catalog_project_id,
+                    heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                    lease_seconds=settings.lease_seconds,
+                )
+            ),
         ],
+        on_start=start,
+        on_stop=stop,
     )
 
 

@@ -32,8 +32,45 @@ class WarehouseServiceSettings(ServerSettings):
         "http://127.0.0.1:8181/management",
         "Base URI of the catalog's (Lakekeeper's) management API.",
     )
+    database_pool_size: int = setting(
+        "DATABASE_POOL_SIZE",
+        10,
+        "Largest number of database connections of the registry.",
+        scoped=True,
+    )
+    catalog_timeout_seconds: float = setting(
+        "CATALOG_TIMEOUT_SECONDS", 15.0, "Timeout of one call to the catalog.", scoped=True
+    )
+    catalog_attempts: int = setting(
+        "CATALOG_ATTEMPTS",
+        3,
+        "Attempts of a catalog call that fails with 5xx or no answer.",
+        scoped=True,
+    )
+    delete_wait_seconds: float = setting(
+        "DELETE_WAIT_SECONDS",
+        60.0,
+        "How long a delete waits for the catalog to finish dropping a warehouse's tables.",
+        scoped=True,
+    )
+    heartbeat_interval_seconds: float = setting(
+        "HEARTBEAT_INTERVAL_SECONDS",
+        5.0,
+        "How often computing units are told to send heartbeats.",
+        scoped=True,
+    )
+    lease_seconds: float = setting(
+        "LEASE_SECONDS",
+        15.0,
+        "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
+        scoped=True,
+    )
     catalog_project_id: str = setting(
         "CATALOG_PROJECT_ID",
         "00000000-0000-0000-0000-000000000000",
         "Lakekeeper project that holds the warehouses.",
     )
+
+    def validate(self) -> None:
+        super().validate()
+        self.require("database_url")

@@ -144,6 +144,10 @@ class S3Endpoint:
             aws_secret_access_key=key.secret_access_key,
         )
 
+    def admin_iam(self) -> IAMClient:
+        """An IAM client signed by the administrator."""
+        return self._iam()
+
     def admin_s3(self) -> S3Client:
         """An S3 client signed by the administrator."""
         key = self._require_admin()

@@ -248,7 +248,7 @@ def test_rotating_the_storage_credential(stack: Stack, grant: BucketGrant, wareh
     refused = management(stack, "POST", url, json={"new-storage-credential": wrong})
     assert refused.status_code == 400
 
-    iam = stack.s3._iam()
+    iam = stack.s3.admin_iam()
     user = grant.bucket + "-owner"
     new_key = iam.create_access_key(UserName=user)["AccessKey"]
     new_credential = {

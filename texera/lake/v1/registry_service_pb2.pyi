@@ -240,11 +240,15 @@ class UpdateExecutionStateRequest(_message.Message):
 
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[_execution_pb2.ExecutionOutput]:
-        """The outputs as of now; replaces what was recorded."""
+        """The outputs as of now; replaces what was recorded. Empty keeps what was
+        recorded.
+        """
 
     @_builtins.property
     def progress(self) -> _execution_pb2.ExecutionProgress:
-        """Progress as of now; replaces what was recorded."""
+        """Progress as of now; replaces what was recorded. Unset keeps what was
+        recorded.
+        """
 
     def __init__(
         self,

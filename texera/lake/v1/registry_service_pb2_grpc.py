@@ -100,8 +100,9 @@ class RegistryServiceServicer:
     def UpdateExecutionState(self, request, context):
         """Moves an execution to a new state and records its progress and outputs.
         Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-        (QUEUED may also end directly); terminal states are final, and a
-        refused transition answers FAILED_PRECONDITION.
+        (QUEUED may also end directly); terminal states are final: reporting the
+        same terminal state again is a no-op, any other change answers
+        FAILED_PRECONDITION. Only the execution's own computing unit may report.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

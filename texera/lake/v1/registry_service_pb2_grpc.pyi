@@ -46,8 +46,9 @@ class RegistryServiceStub:
     UpdateExecutionState: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]
     """Moves an execution to a new state and records its progress and outputs.
     Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-    (QUEUED may also end directly); terminal states are final, and a
-    refused transition answers FAILED_PRECONDITION.
+    (QUEUED may also end directly); terminal states are final: reporting the
+    same terminal state again is a no-op, any other change answers
+    FAILED_PRECONDITION. Only the execution's own computing unit may report.
     """
     ResolveExecution: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveExecutionRequest, _registry_service_pb2.ResolveExecutionResponse]
     """Returns an execution and how to reach its warehouse's catalog."""
@@ -86,8 +87,9 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     UpdateExecutionState: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]  # type: ignore[assignment]
     """Moves an execution to a new state and records its progress and outputs.
     Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-    (QUEUED may also end directly); terminal states are final, and a
-    refused transition answers FAILED_PRECONDITION.
+    (QUEUED may also end directly); terminal states are final: reporting the
+    same terminal state again is a no-op, any other change answers
+    FAILED_PRECONDITION. Only the execution's own computing unit may report.
     """
     ResolveExecution: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveExecutionRequest, _registry_service_pb2.ResolveExecutionResponse]  # type: ignore[assignment]
     """Returns an execution and how to reach its warehouse's catalog."""
@@ -135,8 +137,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.UpdateExecutionStateResponse, _abc.Awaitable[_registry_service_pb2.UpdateExecutionStateResponse]]:
         """Moves an execution to a new state and records its progress and outputs.
         Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-        (QUEUED may also end directly); terminal states are final, and a
-        refused transition answers FAILED_PRECONDITION.
+        (QUEUED may also end directly); terminal states are final: reporting the
+        same terminal state again is a no-op, any other change answers
+        FAILED_PRECONDITION. Only the execution's own computing unit may report.
         """
 
     @_abc_1.abstractmethod

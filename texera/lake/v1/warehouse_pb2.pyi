@@ -169,6 +169,7 @@ class S3StorageProfile(_message.Message):
     PATH_STYLE_ACCESS_FIELD_NUMBER: _builtins.int
     FLAVOR_FIELD_NUMBER: _builtins.int
     STS_ENABLED_FIELD_NUMBER: _builtins.int
+    STS_ROLE_ARN_FIELD_NUMBER: _builtins.int
     bucket: _builtins.str
     """Bucket name. Required; 3 to 63 characters of lowercase letters, digits,
     dots and hyphens, starting and ending with a letter or digit, not an IP
@@ -198,6 +199,12 @@ class S3StorageProfile(_message.Message):
     """Whether the catalog vends short-lived STS credentials for this storage
     (recommended). When false, the catalog uses remote signing instead.
     """
+    sts_role_arn: _builtins.str
+    """Role the catalog assumes to vend short-lived credentials (Lakekeeper's
+    `sts-role-arn`), for example `arn:aws:iam::123456789012:role/lake`.
+    Required on AWS with sts_enabled; optional for S3-compatible stores whose
+    STS does not need one. Up to 2048 characters.
+    """
     def __init__(
         self,
         *,
@@ -208,10 +215,11 @@ class S3StorageProfile(_message.Message):
         path_style_access: _builtins.bool = ...,
         flavor: Global___S3Flavor.ValueType = ...,
         sts_enabled: _builtins.bool = ...,
+        sts_role_arn: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "endpoint", b"endpoint", "flavor", b"flavor", "key_prefix", b"key_prefix", "path_style_access", b"path_style_access", "region", b"region", "sts_enabled", b"sts_enabled"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "endpoint", b"endpoint", "flavor", b"flavor", "key_prefix", b"key_prefix", "path_style_access", b"path_style_access", "region", b"region", "sts_enabled", b"sts_enabled", "sts_role_arn", b"sts_role_arn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,139 @@
+"""Calling the mesh's services over gRPC as users and computing units do."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+
+from embedded_stack.s3.endpoint import BucketGrant
+from embedded_stack.stack import Stack
+from service_runtime.auth import SERVICE_ROLE, mint_token
+from texera.lake.v1 import (
+    registry_service_pb2,
+    registry_service_pb2_grpc,
+    warehouse_pb2,
+    warehouse_service_pb2,
+    warehouse_service_pb2_grpc,
+)
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+def bearer(token: str) -> Metadata:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@dataclass
+class RegistryClient:
+    """The registry's two services, called with one identity's token."""
+
+    #: Subject of the token: a user id, or a computing unit's id.
+    subject: str
+    warehouses: warehouse_service_pb2_grpc.WarehouseServiceStub
+    ledger: registry_service_pb2_grpc.RegistryServiceStub
+    metadata: Metadata
+
+    def call(self, method: Callable[..., Any], request: Any) -> Any:
+        return method(request, metadata=self.metadata, timeout=120)
+
+
+def registry_as(stack: Stack, subject: str, token: str) -> RegistryClient:
+    channel = grpc.insecure_channel(stack.target("warehouse-service"))
+    return RegistryClient(
+        subject=subject,
+        warehouses=warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
+        ledger=registry_service_pb2_grpc.RegistryServiceStub(channel),
+        metadata=bearer(token),
+    )
+
+
+def user(stack: Stack, user_id: str) -> RegistryClient:
+    return registry_as(stack, user_id, stack.token(user_id))
+
+
+def computing_unit(stack: Stack, unit_id: str) -> RegistryClient:
+    """Calls as computing unit unit_id (a service token whose subject is the unit)."""
+    return registry_as(stack, unit_id, mint_token(stack.jwt_secret, unit_id, role=SERVICE_ROLE))
+
+
+def storage(grant: BucketGrant, key_prefix: str = "lake") -> warehouse_pb2.S3StorageProfile:
+    return warehouse_pb2.S3StorageProfile(
+        bucket=grant.bucket,
+        key_prefix=key_prefix,
+        region=grant.region,
+        endpoint=grant.endpoint,
+        path_style_access=True,
+        flavor=warehouse_pb2.S3_FLAVOR_S3_COMPAT,
+        sts_enabled=True,
+        sts_role_arn=grant.role_arn,
+    )
+
+
+def credentials(
+    grant: BucketGrant, secret: str | None = None, key_id: str | None = None
+) -> warehouse_pb2.S3Credentials:
+    """The grant's access key, or another key of its owner (key_id), or a wrong secret."""
+    return warehouse_pb2.S3Credentials(
+        access_key_id=key_id or grant.access_key.access_key_id,
+        secret_access_key=secret or grant.access_key.secret_access_key,
+    )
+
+
+def create_request(
+    grant: BucketGrant,
+    *,
+    name: str = "results",
+    key_prefix: str = "lake",
+    request_id: str = "",
+    secret: str | None = None,
+    key_id: str | None = None,
+) -> warehouse_service_pb2.CreateWarehouseRequest:
+    return warehouse_service_pb2.CreateWarehouseRequest(
+        warehouse=warehouse_pb2.Warehouse(display_name=name, storage=storage(grant, key_prefix)),
+        credentials=credentials(grant, secret, key_id),
+        request_id=request_id,
+    )
+
+
+def create_warehouse(
+    client: RegistryClient, grant: BucketGrant, **kwargs: Any
+) -> warehouse_pb2.Warehouse:
+    response = client.call(client.warehouses.CreateWarehouse, create_request(grant, **kwargs))
+    return response.warehouse  # type: ignore[no-any-return]
+
+
+def register_unit(stack: Stack, unit_id: str | None = None, capacity: int = 4) -> str:
+    unit_id = unit_id or f"cu-{uuid.uuid4().hex[:8]}"
+    unit = computing_unit(stack, unit_id)
+    unit.call(
+        unit.ledger.RegisterComputingUnit,
+        registry_service_pb2.RegisterComputingUnitRequest(
+            computing_unit_id=unit_id, endpoint="127.0.0.1:1", capacity=capacity
+        ),
+    )
+    return unit_id
+
+
+def refused(call: Callable[[], Any]) -> grpc.RpcError:
+    """The error a call fails with (the test fails if it succeeds)."""
+    with pytest.raises(grpc.RpcError) as error:
+        call()
+    return error.value
+
+
+def bad_fields(error: grpc.RpcError) -> set[str]:
+    """The fields named by an error's BadRequest details."""
+    trailers = {item.key: item.value for item in error.trailing_metadata() or ()}
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    fields = set()
+    for detail in status.details:
+        bad_request = error_details_pb2.BadRequest()
+        if detail.Unpack(bad_request):
+            fields |= {violation.field for violation in bad_request.field_violations}
+    return fields

@@ -1,0 +1,452 @@
+"""RegistryService: the execution ledger and computing units, on the real registry."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from embedded_stack.stack import Stack
+from tests.integration.mesh import (
+    RegistryClient,
+    bad_fields,
+    computing_unit,
+    create_warehouse,
+    refused,
+    register_unit,
+    user,
+)
+from texera.lake.v1 import (
+    execution_pb2,
+    registry_service_pb2,
+    warehouse_pb2,
+    warehouse_service_pb2,
+)
+
+pytestmark = pytest.mark.integration
+
+rs = registry_service_pb2
+ws = warehouse_service_pb2
+EX = execution_pb2
+
+
+@pytest.fixture
+def alice(stack: Stack) -> RegistryClient:
+    return user(stack, f"alice-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.fixture
+def warehouse_id(stack: Stack, alice: RegistryClient) -> str:
+    return create_warehouse(alice, stack.provision_bucket("ledger")).warehouse_id
+
+
+@pytest.fixture
+def unit(stack: Stack) -> RegistryClient:
+    return computing_unit(stack, register_unit(stack))
+
+
+def bind(
+    client: RegistryClient, execution_id: str, warehouse_id: str, unit_id: str, **fields: Any
+) -> Any:
+    request = rs.BindExecutionRequest(
+        execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit_id, **fields
+    )
+    return client.call(client.ledger.BindExecution, request)
+
+
+def report(unit: RegistryClient, execution_id: str, state: Any = 0, **fields: Any) -> Any:
+    request = rs.UpdateExecutionStateRequest(
+        execution_id=execution_id, computing_unit_id=unit.subject, state=state, **fields
+    )
+    return unit.call(unit.ledger.UpdateExecutionState, request).execution
+
+
+def new_id() -> str:
+    return f"ex-{uuid.uuid4().hex[:12]}"
+
+
+def test_bind_records_the_execution_and_answers_how_to_reach_the_catalog(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bound = bind(
+        alice,
+        execution_id,
+        warehouse_id,
+        unit.subject,
+        workflow_id="wf-7",
+        workflow_fingerprint="abc",
+    )
+    assert bound.created
+    assert bound.execution.state == EX.EXECUTION_STATE_QUEUED
+    assert bound.execution.owner_user_id == alice.subject
+    assert bound.binding.catalog_uri == f"{stack.catalog_url}/catalog"
+    assert bound.binding.catalog_warehouse == f"texera-{warehouse_id}"
+    assert bound.binding.backend == rs.CATALOG_BACKEND_REST
+    assert bound.binding.credential_version == 1
+
+    replay = bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="abc")
+    assert not replay.created
+    assert replay.execution == bound.execution
+
+
+def test_bind_refuses_a_taken_id_another_warehouse_or_workflow(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="one")
+    other_warehouse = create_warehouse(alice, stack.provision_bucket("other")).warehouse_id
+    for attempt in (
+        lambda: bind(alice, execution_id, other_warehouse, unit.subject),
+        lambda: bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="two"),
+    ):
+        assert refused(attempt).code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_bind_with_a_request_id_returns_the_first_execution(
+    alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    request_id = str(uuid.uuid4())
+    first = bind(alice, new_id(), warehouse_id, unit.subject, request_id=request_id)
+    retry = bind(alice, new_id(), warehouse_id, unit.subject, request_id=request_id)
+    assert retry.execution.execution_id == first.execution.execution_id
+    assert not retry.created
+
+
+def test_bind_needs_an_active_warehouse_and_a_live_unit(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    alice.call(
+        alice.warehouses.ArchiveWarehouse, ws.ArchiveWarehouseRequest(warehouse_id=warehouse_id)
+    )
+    archived = refused(lambda: bind(alice, new_id(), warehouse_id, unit.subject))
+    assert archived.code() == grpc.StatusCode.FAILED_PRECONDITION
+    alice.call(
+        alice.warehouses.RestoreWarehouse, ws.RestoreWarehouseRequest(warehouse_id=warehouse_id)
+    )
+    unknown_unit = refused(lambda: bind(alice, new_id(), warehouse_id, "cu-never-registered"))
+    assert unknown_unit.code() == grpc.StatusCode.FAILED_PRECONDITION
+    missing = refused(lambda: bind(alice, new_id(), str(uuid.uuid4()), unit.subject))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_state_machine_progress_and_outputs(
+    alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    running = report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
+    assert running.HasField("start_time")
+    progress = EX.ExecutionProgress(stages_total=3, stages_completed=1, rows_written=1000)
+    output = EX.ExecutionOutput(
+        operator_id="op1",
+        namespace="results",
+        table_name="t_op1",
+        row_count=1000,
+        snapshot_id=42,
+        file_count=2,
+    )
+    updated = report(unit, execution_id, progress=progress, outputs=[output])
+    assert updated.state == EX.EXECUTION_STATE_RUNNING
+    assert updated.progress == progress
+    assert list(updated.outputs) == [output]
+    done = report(unit, execution_id, EX.EXECUTION_STATE_SUCCEEDED)
+    assert done.HasField("end_time")
+    assert list(done.outputs) == [output]  # kept when not reported again
+
+    assert (
+        report(unit, execution_id, EX.EXECUTION_STATE_SUCCEEDED) == done
+    )  # same terminal state: a no-op
+    for later in (EX.EXECUTION_STATE_RUNNING, EX.EXECUTION_STATE_FAILED):
+        error = refused(
+            lambda state=later: report(
+                unit, execution_id, state, error=EX.ExecutionError(reason="X")
+            )  # type: ignore[misc]
+        )
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    resolved = alice.call(
+        alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+    )
+    assert resolved.execution == done
+
+
+def test_transitions_that_skip_a_step_or_lack_a_reason_are_refused(
+    alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    skipped = refused(lambda: report(unit, execution_id, EX.EXECUTION_STATE_SUCCEEDED))
+    assert skipped.code() == grpc.StatusCode.FAILED_PRECONDITION
+    no_reason = refused(lambda: report(unit, execution_id, EX.EXECUTION_STATE_FAILED))
+    assert no_reason.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(no_reason) == {"error.reason"}
+    cancelled = report(
+        unit,
+        execution_id,
+        EX.EXECUTION_STATE_CANCELLED,
+        error=EX.ExecutionError(reason="CANCELLED_BY_USER"),
+    )
+    assert cancelled.error.reason == "CANCELLED_BY_USER"
+
+
+def test_only_the_executions_unit_may_report(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    other = computing_unit(stack, register_unit(stack))
+    impostor = refused(lambda: report(other, execution_id, EX.EXECUTION_STATE_RUNNING))
+    assert impostor.code() == grpc.StatusCode.PERMISSION_DENIED
+    # A token for one unit cannot speak for another unit either.
+    forged = rs.UpdateExecutionStateRequest(
+        execution_id=execution_id, computing_unit_id=unit.subject, state=EX.EXECUTION_STATE_RUNNING
+    )
+    assert refused(lambda: other.call(other.ledger.UpdateExecutionState, forged)).code() == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+
+
+def test_archived_results_resolve_deleted_ones_do_not(
+    stack: Stack, alice: RegistryClient, unit: RegistryClient
+) -> None:
+    warehouse_id = create_warehouse(alice, stack.provision_bucket("life")).warehouse_id
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    running = refused(
+        lambda: alice.call(
+            alice.warehouses.DeleteWarehouse, ws.DeleteWarehouseRequest(warehouse_id=warehouse_id)
+        )
+    )
+    assert running.code() == grpc.StatusCode.FAILED_PRECONDITION
+    report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
+    report(unit, execution_id, EX.EXECUTION_STATE_SUCCEEDED)
+
+    alice.call(
+        alice.warehouses.ArchiveWarehouse, ws.ArchiveWarehouseRequest(warehouse_id=warehouse_id)
+    )
+    resolved = alice.call(
+        alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+    )
+    assert resolved.binding.state == warehouse_pb2.WAREHOUSE_STATE_ARCHIVED
+    alice.call(alice.ledger.ResolveWarehouse, rs.ResolveWarehouseRequest(warehouse_id=warehouse_id))
+
+    alice.call(
+        alice.warehouses.DeleteWarehouse, ws.DeleteWarehouseRequest(warehouse_id=warehouse_id)
+    )
+    gone = refused(
+        lambda: alice.call(
+            alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+        )
+    )
+    assert gone.code() == grpc.StatusCode.NOT_FOUND
+    gone = refused(
+        lambda: alice.call(
+            alice.ledger.ResolveWarehouse, rs.ResolveWarehouseRequest(warehouse_id=warehouse_id)
+        )
+    )
+    assert gone.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_list_execution_records_pages_newest_first_with_filters(
+    alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    ids = [new_id() for _ in range(5)]
+    for execution_id in ids:
+        bind(alice, execution_id, warehouse_id, unit.subject)
+    report(unit, ids[0], EX.EXECUTION_STATE_RUNNING)
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = alice.call(
+            alice.ledger.ListExecutionRecords,
+            rs.ListExecutionRecordsRequest(
+                page_size=2, page_token=token, warehouse_id=warehouse_id
+            ),
+        )
+        seen += [e.execution_id for e in page.executions]
+        if not (token := page.next_page_token):
+            break
+    assert seen == list(reversed(ids))
+    running = alice.call(
+        alice.ledger.ListExecutionRecords,
+        rs.ListExecutionRecordsRequest(states=[EX.EXECUTION_STATE_RUNNING]),
+    )
+    assert [e.execution_id for e in running.executions] == [ids[0]]
+
+
+def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
+    stack: Stack, alice: RegistryClient, warehouse_id: str
+) -> None:
+    unit = computing_unit(stack, register_unit(stack))
+    beat = unit.call(
+        unit.ledger.HeartbeatComputingUnit,
+        rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject, running_executions=1),
+    )
+    assert beat.computing_unit.state == rs.COMPUTING_UNIT_STATE_HEALTHY
+    assert beat.computing_unit.running_executions == 1
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
+
+    # No more heartbeats: the test stack's lease is 3 s and the sweep runs every second.
+    deadline = time.monotonic() + 15
+    while True:
+        state = alice.call(
+            alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+        )
+        if state.execution.state == EX.EXECUTION_STATE_FAILED or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert state.execution.state == EX.EXECUTION_STATE_FAILED
+    assert state.execution.error.reason == "COMPUTING_UNIT_LOST"
+    assert unit.subject in state.execution.error.message
+
+    late = refused(
+        lambda: unit.call(
+            unit.ledger.HeartbeatComputingUnit,
+            rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject),
+        )
+    )
+    assert late.code() == grpc.StatusCode.NOT_FOUND
+    healthy = unit.call(
+        unit.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
+    )
+    assert unit.subject not in [u.computing_unit_id for u in healthy.computing_units]
+    register_unit(stack, unit.subject)
+    healthy = unit.call(
+        unit.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
+    )
+    assert unit.subject in [u.computing_unit_id for u in healthy.computing_units]
+
+
+def test_a_restarted_unit_fails_what_it_ran_before(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit.subject)
+    register_unit(stack, unit.subject)
+    state = alice.call(
+        alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+    )
+    assert state.execution.error.reason == "COMPUTING_UNIT_RESTARTED"
+
+
+def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
+    busy, idle = register_unit(stack, capacity=2), register_unit(stack, capacity=8)
+    client = computing_unit(stack, busy)
+    client.call(
+        client.ledger.HeartbeatComputingUnit,
+        rs.HeartbeatComputingUnitRequest(computing_unit_id=busy, running_executions=2),
+    )
+    listed = [
+        u.computing_unit_id
+        for u in client.call(
+            client.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
+        ).computing_units
+    ]
+    assert listed.index(idle) < listed.index(busy)
+
+
+@pytest.mark.parametrize(
+    ("request_", "fields"),
+    [
+        (rs.RegisterComputingUnitRequest(), {"computing_unit_id", "endpoint", "capacity"}),
+        (
+            rs.RegisterComputingUnitRequest(
+                computing_unit_id="cu-x", endpoint="no port", capacity=1
+            ),
+            {"endpoint"},
+        ),
+        (
+            rs.RegisterComputingUnitRequest(computing_unit_id="cu x", endpoint="h:1", capacity=0),
+            {"computing_unit_id", "capacity"},
+        ),
+    ],
+    ids=["empty", "endpoint", "id and capacity"],
+)
+def test_registration_names_bad_fields(stack: Stack, request_: Any, fields: set[str]) -> None:
+    unit = computing_unit(stack, "cu-x")
+    error = refused(lambda: unit.call(unit.ledger.RegisterComputingUnit, request_))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == fields
+
+
+LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any], set[str]]] = [
+    (
+        "BindExecution",
+        lambda user_, unit_: user_.call(
+            user_.ledger.BindExecution, rs.BindExecutionRequest(execution_id="bad id")
+        ),
+        {"execution_id", "warehouse_id", "computing_unit_id"},
+    ),
+    (
+        "UpdateExecutionState",
+        lambda user_, unit_: unit_.call(
+            unit_.ledger.UpdateExecutionState,
+            rs.UpdateExecutionStateRequest(
+                execution_id="",
+                computing_unit_id=unit_.subject,
+                state=99,  # type: ignore[arg-type]
+            ),
+        ),
+        {"execution_id", "state"},
+    ),
+    (
+        "ResolveExecution",
+        lambda user_, unit_: user_.call(
+            user_.ledger.ResolveExecution, rs.ResolveExecutionRequest()
+        ),
+        {"execution_id"},
+    ),
+    (
+        "ResolveWarehouse",
+        lambda user_, unit_: user_.call(
+            user_.ledger.ResolveWarehouse, rs.ResolveWarehouseRequest(warehouse_id="w")
+        ),
+        {"warehouse_id"},
+    ),
+    (
+        "ListExecutionRecords",
+        lambda user_, unit_: user_.call(
+            user_.ledger.ListExecutionRecords,
+            rs.ListExecutionRecordsRequest(page_size=-5, warehouse_id="w"),
+        ),
+        {"page_size"},
+    ),
+    (
+        "HeartbeatComputingUnit",
+        lambda user_, unit_: unit_.call(
+            unit_.ledger.HeartbeatComputingUnit,
+            rs.HeartbeatComputingUnitRequest(
+                computing_unit_id=unit_.subject, running_executions=-1
+            ),
+        ),
+        {"running_executions"},
+    ),
+    (
+        "ListComputingUnits",
+        lambda user_, unit_: unit_.call(
+            unit_.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(page_token="forged")
+        ),
+        {"page_token"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "call", "fields"), LEDGER_BAD_INPUT, ids=[m for m, _, _ in LEDGER_BAD_INPUT]
+)
+def test_ledger_methods_name_bad_fields(
+    alice: RegistryClient,
+    unit: RegistryClient,
+    method: str,
+    call: Callable[..., Any],
+    fields: set[str],
+) -> None:
+    error = refused(lambda: call(alice, unit))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == fields

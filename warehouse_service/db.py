@@ -1,0 +1,103 @@
+"""The registry's connection pool: database outages become UNAVAILABLE, never a crash.
+
+asyncpg's pool replaces broken connections by itself, so once the database is
+back, the next call works again. While it is down, every call that needs it
+answers UNAVAILABLE, which callers may retry (with their request_id where the
+call changes something).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+
+import asyncpg
+import grpc
+
+from service_runtime.errors import ServiceError
+from warehouse_service.migrate import migrate
+
+log = logging.getLogger("warehouse_service.db")
+
+#: What a lost or unreachable database looks like to asyncpg.
+DATABASE_DOWN = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.InterfaceError,
+    # A connection whose server went away mid-query can be left in a broken protocol state.
+    asyncpg.exceptions.InternalClientError,
+)
+
+
+#: A connection from the pool (generic only in the type stubs).
+Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+
+def present(row: asyncpg.Record | None) -> asyncpg.Record:
+    """A row the statement is sure to return (RETURNING of a locked row, for example)."""
+    if row is None:
+        raise RuntimeError("a row the statement must return is missing")
+    return row
+
+
+def unavailable() -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE, "the registry's database is unavailable; retry later"
+    )
+
+
+class Database:
+    def __init__(self, url: str, pool_size: int) -> None:
+        self._url = url
+        self._pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self, *, retry_seconds: float = 2.0) -> None:
+        """Creates the pool and applies migrations, waiting for the database if it is down."""
+        self._pool = await asyncpg.create_pool(
+            self._url, min_size=0, max_size=self._pool_size, command_timeout=30, timeout=5
+        )
+        while True:
+            try:
+                async with self._pool.acquire() as connection:
+                    await migrate(connection)
+                return
+            except DATABASE_DOWN as exc:
+                log.warning(
+                    "database not reachable yet; retrying", extra={"error": type(exc).__name__}
+                )
+                await asyncio.sleep(retry_seconds)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        if self._pool is None:
+            raise unavailable()
+        try:
+            connection = await self._pool.acquire(timeout=5)
+        except DATABASE_DOWN as exc:
+            log.warning("no database connection", extra={"error": type(exc).__name__})
+            raise unavailable() from exc
+        try:
+            yield connection
+        except DATABASE_DOWN as exc:
+            log.warning("database call failed", extra={"error": type(exc).__name__})
+            connection.terminate()  # never hand a connection that saw an outage out again
+            raise unavailable() from exc
+        finally:
+            with contextlib.suppress(*DATABASE_DOWN):
+                await self._pool.release(connection, timeout=5)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        async with self.connection() as connection, connection.transaction():
+            yield connection

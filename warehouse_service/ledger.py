@@ -1,0 +1,535 @@
+"""RegistryService: the execution ledger and the computing units.
+
+Binding happens with the submitting user's token (the owner check is against
+that user); state updates, registration and heartbeats come from a computing
+unit's service token, whose subject is the unit's id.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import grpc
+
+from service_runtime.auth import Identity
+from service_runtime.callers import require_service, require_user
+from service_runtime.context import current_identity
+from service_runtime.errors import FieldViolations, ServiceError, failed_precondition, not_found
+from service_runtime.pagination import PageTokens, fingerprint, page_size
+from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+from warehouse_service import records
+from warehouse_service.db import Connection, Database, present
+from warehouse_service.validation import (
+    check_endpoint_address,
+    check_identifier,
+    check_request_id,
+    check_uuid,
+)
+
+log = logging.getLogger("warehouse_service.ledger")
+
+#: Where each state may go next; terminal states go nowhere.
+_TRANSITIONS = {
+    "QUEUED": {"QUEUED", "RUNNING", "FAILED", "CANCELLED"},
+    "RUNNING": {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"},
+}
+_UNREADABLE = ("DELETING", "DELETED")
+
+
+def _already_bound(execution_id: str) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.ALREADY_EXISTS,
+        f"execution id {execution_id} is already used by another submission",
+        reason="EXECUTION_ID_TAKEN",
+    )
+
+
+def _same_caller(identity: Identity, computing_unit_id: str) -> None:
+    if identity.user_id != computing_unit_id:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "a computing unit may act only for itself (its token's subject)",
+        )
+
+
+class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
+    def __init__(
+        self,
+        db: Database,
+        *,
+        jwt_secret: str,
+        catalog_uri: str,
+        project_id: str,
+        heartbeat_interval_seconds: float,
+        lease_seconds: float,
+    ) -> None:
+        self._db = db
+        self._catalog_uri = catalog_uri
+        self._project_id = project_id
+        self._heartbeat_interval = heartbeat_interval_seconds
+        self._lease = lease_seconds
+        self._execution_tokens = PageTokens(jwt_secret, "executions")
+        self._unit_tokens = PageTokens(jwt_secret, "computing-units")
+
+    def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
+        return records.binding(row, self._catalog_uri, self._project_id)
+
+    async def _outputs(self, connection: Connection, execution_id: str) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await connection.fetch(
+            "SELECT * FROM execution_outputs WHERE execution_id = $1 ORDER BY operator_id",
+            execution_id,
+        )
+        return rows
+
+    # Executions ---------------------------------------------------------------------
+
+    async def BindExecution(
+        self, request: registry_service_pb2.BindExecutionRequest, context: Any
+    ) -> registry_service_pb2.BindExecutionResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        check_identifier(violations, request.execution_id, "execution_id")
+        check_uuid(violations, request.warehouse_id, "warehouse_id")
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        violations.check(
+            len(request.workflow_id) <= 128, "workflow_id", "must be at most 128 characters"
+        )
+        violations.check(
+            len(request.workflow_fingerprint) <= 128,
+            "workflow_fingerprint",
+            "must be at most 128 characters",
+        )
+        check_request_id(violations, request.request_id)
+        violations.raise_if_any()
+        try:
+            return await self._bind(owner, request)
+        except asyncpg.UniqueViolationError:
+            # A concurrent bind of the same execution (or request) won the insert: answer as a replay.
+            return await self._bind(owner, request)
+
+    async def _bind(
+        self, owner: str, request: registry_service_pb2.BindExecutionRequest
+    ) -> registry_service_pb2.BindExecutionResponse:
+        async with self._db.transaction() as connection:
+            existing = await self._existing_bind(connection, owner, request)
+            if existing is not None:
+                return existing
+            warehouse = await connection.fetchrow(
+                "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2 FOR SHARE",
+                uuid.UUID(request.warehouse_id),
+                owner,
+            )
+            if warehouse is None:
+                raise not_found(f"warehouse {request.warehouse_id}")
+            if warehouse["state"] != "ACTIVE":
+                raise failed_precondition(
+                    f"warehouse {request.warehouse_id} is {warehouse['state'].lower()} and accepts no executions",
+                    reason=f"WAREHOUSE_{warehouse['state']}",
+                )
+            unit_state = await connection.fetchval(
+                "SELECT state FROM computing_units WHERE computing_unit_id = $1",
+                request.computing_unit_id,
+            )
+            if unit_state != "HEALTHY":
+                raise failed_precondition(
+                    f"computing unit {request.computing_unit_id} is not registered or its lease lapsed",
+                    reason="COMPUTING_UNIT_UNAVAILABLE",
+                )
+            row = await connection.fetchrow(
+                """
+                INSERT INTO executions (execution_id, owner_user_id, warehouse_id, computing_unit_id,
+                                        workflow_id, workflow_fingerprint, request_id, state)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, 'QUEUED')
+                RETURNING *
+                """,
+                request.execution_id,
+                owner,
+                uuid.UUID(request.warehouse_id),
+                request.computing_unit_id,
+                request.workflow_id,
+                request.workflow_fingerprint,
+                request.request_id.lower() or None,
+            )
+        log.info(
+            "execution bound",
+            extra={"execution_id": request.execution_id, "warehouse_id": request.warehouse_id},
+        )
+        return registry_service_pb2.BindExecutionResponse(
+            execution=records.execution(present(row), []),
+            binding=self._binding(warehouse),
+            created=True,
+        )
+
+    async def _existing_bind(
+        self,
+        connection: Connection,
+        owner: str,
+        request: registry_service_pb2.BindExecutionRequest,
+    ) -> registry_service_pb2.BindExecutionResponse | None:
+        """The answer for a bind that already happened, or None for a new one."""
+        row = await connection.fetchrow(
+            "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
+        )
+        if row is None and request.request_id:
+            row = await connection.fetchrow(
+                "SELECT * FROM executions WHERE owner_user_id = $1 AND request_id = $2",
+                owner,
+                request.request_id.lower(),
+            )
+            if row is None:
+                return None
+        elif row is None:
+            return None
+        elif (
+            row["owner_user_id"] != owner
+            or str(row["warehouse_id"]) != request.warehouse_id.lower()
+            or (
+                request.workflow_fingerprint
+                and row["workflow_fingerprint"] != request.workflow_fingerprint
+            )
+        ):
+            raise _already_bound(request.execution_id)
+        warehouse = await connection.fetchrow(
+            "SELECT * FROM warehouses WHERE warehouse_id = $1", row["warehouse_id"]
+        )
+        return registry_service_pb2.BindExecutionResponse(
+            execution=records.execution(row, await self._outputs(connection, row["execution_id"])),
+            binding=self._binding(present(warehouse)),
+            created=False,
+        )
+
+    async def UpdateExecutionState(
+        self, request: registry_service_pb2.UpdateExecutionStateRequest, context: Any
+    ) -> registry_service_pb2.UpdateExecutionStateResponse:
+        identity = require_service()
+        violations = FieldViolations()
+        check_identifier(violations, request.execution_id, "execution_id")
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        state = records.EXECUTION_STATE_NAMES.get(request.state)
+        violations.check(
+            request.state == 0 or state is not None,
+            "state",
+            f"{request.state} is not an execution state",
+        )
+        if state in ("FAILED", "CANCELLED"):
+            violations.check(
+                bool(request.error.reason), "error.reason", f"is required with {state}"
+            )
+        for index, output in enumerate(request.outputs):
+            violations.check(
+                bool(output.operator_id), f"outputs[{index}].operator_id", "is required"
+            )
+            violations.check(bool(output.table_name), f"outputs[{index}].table_name", "is required")
+        violations.raise_if_any()
+        _same_caller(identity, request.computing_unit_id)
+
+        async with self._db.transaction() as connection:
+            row = await connection.fetchrow(
+                "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", request.execution_id
+            )
+            if row is None:
+                raise not_found(f"execution {request.execution_id}")
+            if row["computing_unit_id"] != request.computing_unit_id:
+                raise ServiceError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"execution {request.execution_id} runs on another computing unit",
+                )
+            current = row["state"]
+            target = state or current
+            if current in records.TERMINAL_STATES:
+                if target != current:
+                    raise failed_precondition(
+                        f"execution {request.execution_id} already ended {current.lower()}",
+                        reason="EXECUTION_ENDED",
+                    )
+            elif target not in _TRANSITIONS[current]:
+                raise failed_precondition(
+                    f"an execution cannot go from {current.lower()} to {target.lower()}",
+                    reason="BAD_TRANSITION",
+                )
+            else:
+                row = await self._apply(connection, request, row, target)
+            outputs = await self._outputs(connection, request.execution_id)
+        return registry_service_pb2.UpdateExecutionStateResponse(
+            execution=records.execution(row, outputs)
+        )
+
+    async def _apply(
+        self,
+        connection: Connection,
+        request: registry_service_pb2.UpdateExecutionStateRequest,
+        row: asyncpg.Record,
+        target: str,
+    ) -> asyncpg.Record:
+        error = request.error if request.HasField("error") else None
+        updated = await connection.fetchrow(
+            """
+            UPDATE executions SET
+                state = $2,
+                started_at = CASE WHEN $2 = 'RUNNING' THEN coalesce(started_at, now()) ELSE started_at END,
+                ended_at = CASE WHEN $2 = ANY($3::text[]) THEN now() ELSE NULL END,
+                error_reason = coalesce($4, error_reason),
+                error_message = coalesce($5, error_message),
+                error_operator_id = coalesce($6, error_operator_id),
+                progress = coalesce($7::jsonb, progress),
+                updated_at = now()
+            WHERE execution_id = $1
+            RETURNING *
+            """,
+            row["execution_id"],
+            target,
+            list(records.TERMINAL_STATES),
+            error.reason if error else None,
+            error.message[:4000] if error else None,
+            error.operator_id if error else None,
+            records.progress_json(request.progress) if request.HasField("progress") else None,
+        )
+        if request.outputs:
+            await connection.execute(
+                "DELETE FROM execution_outputs WHERE execution_id = $1", row["execution_id"]
+            )
+            await connection.executemany(
+                "INSERT INTO execution_outputs VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    (
+                        row["execution_id"],
+                        o.operator_id,
+                        o.namespace,
+                        o.table_name,
+                        o.row_count,
+                        o.snapshot_id,
+                        o.file_count,
+                    )
+                    for o in request.outputs
+                ],
+            )
+        if target != row["state"]:
+            log.info(
+                "execution state changed",
+                extra={"execution_id": row["execution_id"], "from": row["state"], "to": target},
+            )
+        return present(updated)
+
+    async def ResolveExecution(
+        self, request: registry_service_pb2.ResolveExecutionRequest, context: Any
+    ) -> registry_service_pb2.ResolveExecutionResponse:
+        violations = FieldViolations()
+        check_identifier(violations, request.execution_id, "execution_id")
+        violations.raise_if_any()
+        identity = current_identity()
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
+            )
+            if row is None or not (identity.is_service or row["owner_user_id"] == identity.user_id):
+                raise not_found(f"execution {request.execution_id}")
+            warehouse = present(
+                await connection.fetchrow(
+                    "SELECT * FROM warehouses WHERE warehouse_id = $1", row["warehouse_id"]
+                )
+            )
+            if warehouse["state"] in _UNREADABLE:
+                raise not_found(f"execution {request.execution_id}")
+            outputs = await self._outputs(connection, request.execution_id)
+        return registry_service_pb2.ResolveExecutionResponse(
+            execution=records.execution(row, outputs), binding=self._binding(warehouse)
+        )
+
+    async def ResolveWarehouse(
+        self, request: registry_service_pb2.ResolveWarehouseRequest, context: Any
+    ) -> registry_service_pb2.ResolveWarehouseResponse:
+        violations = FieldViolations()
+        check_uuid(violations, request.warehouse_id, "warehouse_id")
+        violations.raise_if_any()
+        identity = current_identity()
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(request.warehouse_id)
+            )
+        if (
+            row is None
+            or not (identity.is_service or row["owner_user_id"] == identity.user_id)
+            or row["state"] in _UNREADABLE
+        ):
+            raise not_found(f"warehouse {request.warehouse_id}")
+        return registry_service_pb2.ResolveWarehouseResponse(binding=self._binding(row))
+
+    async def ListExecutionRecords(
+        self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any
+    ) -> registry_service_pb2.ListExecutionRecordsResponse:
+        identity = current_identity()
+        limit = page_size(request.page_size, default=50, maximum=500)
+        violations = FieldViolations()
+        if request.warehouse_id:
+            check_uuid(violations, request.warehouse_id, "warehouse_id")
+        if request.computing_unit_id:
+            check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        states = sorted(
+            records.EXECUTION_STATE_NAMES[s]
+            for s in request.states
+            if s in records.EXECUTION_STATE_NAMES
+        )
+        violations.check(
+            len(states) == len(request.states), "states", "must all be execution states"
+        )
+        violations.raise_if_any()
+        owner = None if identity.is_service else identity.user_id
+        request_fingerprint = fingerprint(
+            owner, request.warehouse_id, states, request.computing_unit_id
+        )
+        before: tuple[datetime | None, str | None] = (None, None)
+        if request.page_token:
+            position = self._execution_tokens.read(request.page_token, request_fingerprint)
+            before = (datetime.fromisoformat(position["t"]), position["id"])
+        async with self._db.connection() as connection:
+            rows = await connection.fetch(
+                """
+                SELECT * FROM executions
+                WHERE ($1::text IS NULL OR owner_user_id = $1)
+                  AND ($2::uuid IS NULL OR warehouse_id = $2)
+                  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
+                  AND ($4::text IS NULL OR computing_unit_id = $4)
+                  AND ($5::timestamptz IS NULL OR (created_at, execution_id) < ($5, $6::text))
+                ORDER BY created_at DESC, execution_id DESC
+                LIMIT $7
+                """,
+                owner,
+                uuid.UUID(request.warehouse_id) if request.warehouse_id else None,
+                states,
+                request.computing_unit_id or None,
+                before[0],
+                before[1],
+                limit + 1,
+            )
+            page = rows[:limit]
+            executions = [
+                records.execution(row, await self._outputs(connection, row["execution_id"]))
+                for row in page
+            ]
+        token = ""
+        if len(rows) > limit:
+            last = page[-1]
+            token = self._execution_tokens.issue(
+                {"t": last["created_at"].isoformat(), "id": last["execution_id"]},
+                request_fingerprint,
+            )
+        return registry_service_pb2.ListExecutionRecordsResponse(
+            executions=executions, next_page_token=token
+        )
+
+    # Computing units ----------------------------------------------------------------
+
+    async def RegisterComputingUnit(
+        self, request: registry_service_pb2.RegisterComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.RegisterComputingUnitResponse:
+        identity = require_service()
+        violations = FieldViolations()
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        check_endpoint_address(violations, request.endpoint, "endpoint")
+        violations.check(1 <= request.capacity <= 1000, "capacity", "must be 1 to 1000")
+        violations.raise_if_any()
+        _same_caller(identity, request.computing_unit_id)
+        async with self._db.transaction() as connection:
+            # A unit that registers again was restarted: what it ran is gone with its memory.
+            lost = await connection.execute(
+                """
+                UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_RESTARTED',
+                    error_message = 'the computing unit restarted while the execution was unfinished',
+                    ended_at = now(), updated_at = now()
+                WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
+                """,
+                request.computing_unit_id,
+            )
+            row = await connection.fetchrow(
+                """
+                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, state,
+                                             registered_at, last_heartbeat_at, lease_expires_at)
+                VALUES ($1, $2, $3, 'HEALTHY', now(), now(), now() + make_interval(secs => $4))
+                ON CONFLICT (computing_unit_id) DO UPDATE SET
+                    endpoint = excluded.endpoint, capacity = excluded.capacity, state = 'HEALTHY',
+                    running_executions = 0, queued_executions = 0, registered_at = now(),
+                    last_heartbeat_at = now(), lease_expires_at = excluded.lease_expires_at
+                RETURNING *
+                """,
+                request.computing_unit_id,
+                request.endpoint,
+                request.capacity,
+                self._lease,
+            )
+        log.info(
+            "computing unit registered",
+            extra={"computing_unit_id": request.computing_unit_id, "failed": lost},
+        )
+        response = registry_service_pb2.RegisterComputingUnitResponse(
+            computing_unit=records.computing_unit(present(row))
+        )
+        response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
+        return response
+
+    async def HeartbeatComputingUnit(
+        self, request: registry_service_pb2.HeartbeatComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
+        identity = require_service()
+        violations = FieldViolations()
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        violations.check(
+            request.running_executions >= 0, "running_executions", "must not be negative"
+        )
+        violations.check(
+            request.queued_executions >= 0, "queued_executions", "must not be negative"
+        )
+        violations.raise_if_any()
+        _same_caller(identity, request.computing_unit_id)
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                """
+                UPDATE computing_units SET running_executions = $2, queued_executions = $3,
+                    last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $4)
+                WHERE computing_unit_id = $1 AND state = 'HEALTHY'
+                RETURNING *
+                """,
+                request.computing_unit_id,
+                request.running_executions,
+                request.queued_executions,
+                self._lease,
+            )
+        if row is None:
+            raise not_found(
+                f"a live registration of computing unit {request.computing_unit_id}; register again"
+            )
+        return registry_service_pb2.HeartbeatComputingUnitResponse(
+            computing_unit=records.computing_unit(row)
+        )
+
+    async def ListComputingUnits(
+        self, request: registry_service_pb2.ListComputingUnitsRequest, context: Any
+    ) -> registry_service_pb2.ListComputingUnitsResponse:
+        limit = page_size(request.page_size, default=100, maximum=1000)
+        request_fingerprint = fingerprint(request.healthy_only)
+        offset = 0
+        if request.page_token:
+            offset = int(self._unit_tokens.read(request.page_token, request_fingerprint)["offset"])
+        async with self._db.connection() as connection:
+            rows: Sequence[asyncpg.Record] = await connection.fetch(
+                """
+                SELECT * FROM computing_units
+                WHERE NOT $1 OR (state = 'HEALTHY' AND lease_expires_at > now())
+                ORDER BY (running_executions + queued_executions)::float / capacity, computing_unit_id
+                OFFSET $2 LIMIT $3
+                """,
+                request.healthy_only,
+                offset,
+                limit + 1,
+            )
+        token = ""
+        if len(rows) > limit:
+            token = self._unit_tokens.issue({"offset": offset + limit}, request_fingerprint)
+        return registry_service_pb2.ListComputingUnitsResponse(
+            computing_units=[records.computing_unit(row) for row in rows[:limit]],
+            next_page_token=token,
+        )

@@ -1,0 +1,1 @@
+"""Versioned SQL migrations of the registry's database, applied in file-name order."""

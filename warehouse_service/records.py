@@ -1,0 +1,144 @@
+"""Database rows to API messages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from texera.lake.v1 import execution_pb2, registry_service_pb2, warehouse_pb2
+
+Row = asyncpg.Record
+
+WAREHOUSE_STATES = {
+    "ACTIVE": warehouse_pb2.WAREHOUSE_STATE_ACTIVE,
+    "ARCHIVED": warehouse_pb2.WAREHOUSE_STATE_ARCHIVED,
+    "DELETING": warehouse_pb2.WAREHOUSE_STATE_DELETING,
+    "DELETED": warehouse_pb2.WAREHOUSE_STATE_DELETED,
+}
+WAREHOUSE_STATE_NAMES = {number: name for name, number in WAREHOUSE_STATES.items()}
+EXECUTION_STATES = {
+    "QUEUED": execution_pb2.EXECUTION_STATE_QUEUED,
+    "RUNNING": execution_pb2.EXECUTION_STATE_RUNNING,
+    "SUCCEEDED": execution_pb2.EXECUTION_STATE_SUCCEEDED,
+    "FAILED": execution_pb2.EXECUTION_STATE_FAILED,
+    "CANCELLED": execution_pb2.EXECUTION_STATE_CANCELLED,
+}
+EXECUTION_STATE_NAMES = {number: name for name, number in EXECUTION_STATES.items()}
+TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+_FLAVORS = {"aws": warehouse_pb2.S3_FLAVOR_AWS, "s3-compat": warehouse_pb2.S3_FLAVOR_S3_COMPAT}
+FLAVOR_NAMES = {
+    warehouse_pb2.S3_FLAVOR_UNSPECIFIED: "aws",
+    warehouse_pb2.S3_FLAVOR_AWS: "aws",
+    warehouse_pb2.S3_FLAVOR_S3_COMPAT: "s3-compat",
+}
+
+
+def timestamp(moment: datetime | None) -> Timestamp | None:
+    if moment is None:
+        return None
+    stamp = Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def warehouse(row: Row) -> warehouse_pb2.Warehouse:
+    return warehouse_pb2.Warehouse(
+        warehouse_id=str(row["warehouse_id"]),
+        display_name=row["display_name"],
+        owner_user_id=row["owner_user_id"],
+        storage=warehouse_pb2.S3StorageProfile(
+            bucket=row["bucket"],
+            key_prefix=row["key_prefix"],
+            region=row["region"],
+            endpoint=row["endpoint"],
+            path_style_access=row["path_style_access"],
+            flavor=_FLAVORS[row["flavor"]],
+            sts_enabled=row["sts_enabled"],
+            sts_role_arn=row["sts_role_arn"],
+        ),
+        state=WAREHOUSE_STATES[row["state"]],
+        catalog_warehouse_id=str(row["catalog_warehouse_id"]),
+        catalog_warehouse_name=row["catalog_warehouse_name"],
+        credential_version=row["credential_version"],
+        create_time=timestamp(row["created_at"]),
+        update_time=timestamp(row["updated_at"]),
+    )
+
+
+def binding(row: Row, catalog_uri: str, project_id: str) -> registry_service_pb2.CatalogBinding:
+    return registry_service_pb2.CatalogBinding(
+        warehouse_id=str(row["warehouse_id"]),
+        owner_user_id=row["owner_user_id"],
+        state=WAREHOUSE_STATES[row["state"]],
+        backend=registry_service_pb2.CATALOG_BACKEND_REST,
+        catalog_uri=catalog_uri,
+        catalog_warehouse=row["catalog_warehouse_name"],
+        project_id=project_id,
+        credential_version=row["credential_version"],
+    )
+
+
+def execution(row: Row, outputs: Iterable[Row]) -> execution_pb2.Execution:
+    message = execution_pb2.Execution(
+        execution_id=row["execution_id"],
+        warehouse_id=str(row["warehouse_id"]),
+        computing_unit_id=row["computing_unit_id"],
+        workflow_id=row["workflow_id"],
+        owner_user_id=row["owner_user_id"],
+        state=EXECUTION_STATES[row["state"]],
+        create_time=timestamp(row["created_at"]),
+        start_time=timestamp(row["started_at"]),
+        end_time=timestamp(row["ended_at"]),
+        outputs=[
+            execution_pb2.ExecutionOutput(
+                operator_id=o["operator_id"],
+                namespace=o["namespace"],
+                table_name=o["table_name"],
+                row_count=o["row_count"],
+                snapshot_id=o["snapshot_id"],
+                file_count=o["file_count"],
+            )
+            for o in outputs
+        ],
+    )
+    if row["error_reason"]:
+        message.error.CopyFrom(
+            execution_pb2.ExecutionError(
+                reason=row["error_reason"],
+                message=row["error_message"],
+                operator_id=row["error_operator_id"],
+            )
+        )
+    json_format.ParseDict(_json(row["progress"]), message.progress)
+    return message
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def progress_json(progress: execution_pb2.ExecutionProgress) -> str:
+    return json.dumps(json_format.MessageToDict(progress))
+
+
+def computing_unit(row: Row) -> registry_service_pb2.ComputingUnit:
+    return registry_service_pb2.ComputingUnit(
+        computing_unit_id=row["computing_unit_id"],
+        endpoint=row["endpoint"],
+        capacity=row["capacity"],
+        running_executions=row["running_executions"],
+        queued_executions=row["queued_executions"],
+        last_heartbeat_time=timestamp(row["last_heartbeat_at"]),
+        lease_expire_time=timestamp(row["lease_expires_at"]),
+        state=(
+            registry_service_pb2.COMPUTING_UNIT_STATE_HEALTHY
+            if row["state"] == "HEALTHY"
+            else registry_service_pb2.COMPUTING_UNIT_STATE_LOST
+        ),
+    )

@@ -1,0 +1,544 @@
+"""WarehouseService: the caller's warehouses, created in and deleted from the catalog.
+
+Credentials pass through to the catalog and are dropped; the database keeps
+the catalog's warehouse id and non-secret metadata only. The catalog call
+happens before the row is written, so a failed create leaves no row. With a
+request_id the warehouse id, and with it the catalog's warehouse name, is
+derived from (owner, request_id): a retry after an answer that was lost finds
+the catalog's warehouse by that name and adopts it instead of creating another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import grpc
+
+from service_runtime.callers import require_user
+from service_runtime.errors import (
+    FieldViolation,
+    FieldViolations,
+    ServiceError,
+    invalid_argument,
+    not_found,
+)
+from service_runtime.pagination import PageTokens, fingerprint, page_size
+from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
+from warehouse_service import records
+from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.db import Database, present
+from warehouse_service.validation import (
+    check_credentials,
+    check_display_name,
+    check_request_id,
+    check_storage,
+    check_uuid,
+)
+
+log = logging.getLogger("warehouse_service.warehouses")
+_ID_NAMESPACE = uuid.UUID("6b1b8f0e-4f7e-4a8e-9c1e-2f3d4c5b6a70")
+_OVERLAP = "CreateWarehouseStorageProfileOverlap"
+#: Catalog error types of storage validation, and the request field each is about.
+_STORAGE_FIELDS = {
+    "StorageCredentialInvalid": "credentials",
+    "StorageAccessDenied": "credentials",
+    "StorageBucketNotFound": "warehouse.storage.bucket",
+    "InvalidStorageProfile": "warehouse.storage",
+    "InvalidStorageCredential": "credentials",
+}
+_UNFINISHED = ("QUEUED", "RUNNING")
+
+
+def catalog_name(warehouse_id: str) -> str:
+    """The warehouse's name in the catalog."""
+    return f"texera-{warehouse_id}"
+
+
+def derived_warehouse_id(owner: str, request_id: str) -> str:
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{owner}\n{request_id.lower()}"))
+
+
+def _scrub(message: str, credentials: warehouse_pb2.S3Credentials | None) -> str:
+    """The catalog's message with any credential it might echo removed."""
+    if credentials is not None:
+        for secret in (credentials.access_key_id, credentials.secret_access_key):
+            if secret:
+                message = message.replace(secret, "[REDACTED]")
+    return message
+
+
+def catalog_failure(
+    exc: CatalogError, credentials: warehouse_pb2.S3Credentials | None = None
+) -> ServiceError:
+    """A catalog refusal as the canonical status the caller should see."""
+    message = _scrub(exc.message or exc.error_type or f"HTTP {exc.status}", credentials)
+    if exc.error_type == _OVERLAP:
+        return ServiceError(
+            grpc.StatusCode.ALREADY_EXISTS,
+            f"the storage location overlaps another warehouse: {message}",
+            reason="STORAGE_LOCATION_OVERLAP",
+        )
+    if exc.error_type == "StorageEndpointUnreachable":
+        return ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the catalog cannot reach the storage: {message}",
+            reason="STORAGE_UNREACHABLE",
+        )
+    if exc.status in (400, 422):
+        field = _STORAGE_FIELDS.get(exc.error_type, "warehouse.storage")
+        return invalid_argument(
+            [FieldViolation(field, f"the catalog refused the storage: {message}")]
+        )
+    if exc.status in (401, 403):
+        log.error(
+            "the catalog refused the registry", extra={"status": exc.status, "type": exc.error_type}
+        )
+        return ServiceError(
+            grpc.StatusCode.INTERNAL, "the registry is not allowed to use the catalog"
+        )
+    return ServiceError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"the catalog refused the request: {message}",
+        reason=exc.error_type,
+    )
+
+
+def catalog_unavailable(exc: CatalogUnavailable) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        f"the catalog is unavailable; retry later ({exc})",
+        reason="CATALOG_UNAVAILABLE",
+    )
+
+
+def _fingerprint(warehouse: warehouse_pb2.Warehouse) -> str:
+    content = warehouse_pb2.Warehouse(
+        display_name=warehouse.display_name, storage=warehouse.storage
+    )
+    return hashlib.sha256(content.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _state_names(states: Any) -> list[str]:
+    return [records.WAREHOUSE_STATE_NAMES[s] for s in states if s in records.WAREHOUSE_STATE_NAMES]
+
+
+class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
+    def __init__(
+        self,
+        db: Database,
+        catalog: CatalogClient,
+        jwt_secret: str,
+        *,
+        delete_wait_seconds: float = 60.0,
+    ) -> None:
+        self._db = db
+        self._catalog = catalog
+        self._tokens = PageTokens(jwt_secret, "warehouses")
+        self._delete_wait = delete_wait_seconds
+
+    async def _owned(
+        self, owner: str, warehouse_id: str, field: str = "warehouse_id"
+    ) -> asyncpg.Record:
+        violations = FieldViolations()
+        check_uuid(violations, warehouse_id, field)
+        violations.raise_if_any()
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2",
+                uuid.UUID(warehouse_id),
+                owner,
+            )
+        if row is None:
+            raise not_found(f"warehouse {warehouse_id}")
+        return row
+
+    async def CreateWarehouse(
+        self, request: warehouse_service_pb2.CreateWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.CreateWarehouseResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        check_display_name(violations, request.warehouse.display_name, "warehouse.display_name")
+        if request.warehouse.HasField("storage"):
+            check_storage(violations, request.warehouse.storage, "warehouse.storage")
+        else:
+            violations.add("warehouse.storage", "is required")
+        if request.HasField("credentials"):
+            check_credentials(violations, request.credentials, "credentials")
+        else:
+            violations.add("credentials", "is required")
+        check_request_id(violations, request.request_id)
+        violations.raise_if_any()
+
+        content = _fingerprint(request.warehouse)
+        if request.request_id and (earlier := await self._created_by(owner, request.request_id)):
+            return warehouse_service_pb2.CreateWarehouseResponse(
+                warehouse=self._replayed(earlier, content)
+            )
+        warehouse_id = (
+            derived_warehouse_id(owner, request.request_id)
+            if request.request_id
+            else str(uuid.uuid4())
+        )
+        name = catalog_name(warehouse_id)
+        created = await self._create_in_catalog(name, request)
+        catalog_id = created.get("warehouse-id") or created["id"]
+        row = await self._insert(owner, warehouse_id, catalog_id, request, content)
+        log.info(
+            "warehouse created",
+            extra={"warehouse_id": warehouse_id, "catalog_warehouse_id": catalog_id},
+        )
+        return warehouse_service_pb2.CreateWarehouseResponse(warehouse=records.warehouse(row))
+
+    async def _created_by(self, owner: str, request_id: str) -> asyncpg.Record | None:
+        async with self._db.connection() as connection:
+            row: asyncpg.Record | None = await connection.fetchrow(
+                "SELECT * FROM warehouses WHERE owner_user_id = $1 AND create_request_id = $2",
+                owner,
+                request_id.lower(),
+            )
+            return row
+
+    @staticmethod
+    def _replayed(row: asyncpg.Record, content: str) -> warehouse_pb2.Warehouse:
+        if row["request_fingerprint"] != content:
+            raise invalid_argument(
+                [FieldViolation("request_id", "was already used for a different warehouse")]
+            )
+        return records.warehouse(row)
+
+    async def _create_in_catalog(
+        self, name: str, request: warehouse_service_pb2.CreateWarehouseRequest
+    ) -> dict[str, Any]:
+        storage = request.warehouse.storage
+        try:
+            return await self._catalog.create_warehouse(name, storage, request.credentials)
+        except CatalogError as exc:
+            if exc.status == 409 or exc.error_type == _OVERLAP:
+                # Perhaps our own earlier attempt, whose answer was lost: adopt it.
+                found = await self._adoptable(name, storage)
+                if found is not None:
+                    return found
+            raise catalog_failure(exc, request.credentials) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+
+    async def _adoptable(
+        self, name: str, storage: warehouse_pb2.S3StorageProfile
+    ) -> dict[str, Any] | None:
+        try:
+            found = await self._catalog.find_warehouse(name)
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+        if found is None:
+            return None
+        profile = found["storage-profile"]
+        same_place = profile.get("bucket") == storage.bucket and (
+            profile.get("key-prefix") or ""
+        ) == (storage.key_prefix.removesuffix("/"))
+        if not same_place:
+            raise invalid_argument(
+                [FieldViolation("request_id", "was already used for a different warehouse")]
+            )
+        return found
+
+    async def _insert(
+        self,
+        owner: str,
+        warehouse_id: str,
+        catalog_id: str,
+        request: warehouse_service_pb2.CreateWarehouseRequest,
+        content: str,
+    ) -> asyncpg.Record:
+        storage = request.warehouse.storage
+        async with self._db.transaction() as connection:
+            row = await connection.fetchrow(
+                """
+                INSERT INTO warehouses (
+                    warehouse_id, owner_user_id, display_name, catalog_warehouse_id,
+                    catalog_warehouse_name, bucket, key_prefix, region, endpoint,
+                    path_style_access, flavor, sts_enabled, sts_role_arn, state,
+                    create_request_id, request_fingerprint)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'ACTIVE', $14, $15)
+                ON CONFLICT DO NOTHING
+                RETURNING *
+                """,
+                uuid.UUID(warehouse_id),
+                owner,
+                request.warehouse.display_name,
+                uuid.UUID(catalog_id),
+                catalog_name(warehouse_id),
+                storage.bucket,
+                storage.key_prefix.removesuffix("/"),
+                storage.region,
+                storage.endpoint,
+                storage.path_style_access,
+                records.FLAVOR_NAMES[storage.flavor],
+                storage.sts_enabled,
+                storage.sts_role_arn,
+                request.request_id.lower() or None,
+                content,
+            )
+            if row is None:  # a concurrent retry of the same request wrote it first
+                row = await connection.fetchrow(
+                    "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(warehouse_id)
+                )
+        assert row is not None
+        return row
+
+    async def GetWarehouse(
+        self, request: warehouse_service_pb2.GetWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.GetWarehouseResponse:
+        row = await self._owned(require_user().user_id, request.warehouse_id)
+        return warehouse_service_pb2.GetWarehouseResponse(warehouse=records.warehouse(row))
+
+    async def ListWarehouses(
+        self, request: warehouse_service_pb2.ListWarehousesRequest, context: Any
+    ) -> warehouse_service_pb2.ListWarehousesResponse:
+        owner = require_user().user_id
+        limit = page_size(request.page_size, default=50, maximum=500)
+        violations = FieldViolations()
+        for state in request.states:
+            violations.check(
+                state in records.WAREHOUSE_STATE_NAMES,
+                "states",
+                f"{state} is not a warehouse state",
+            )
+        violations.raise_if_any()
+        states = sorted(_state_names(request.states) or ["ACTIVE", "ARCHIVED", "DELETING"])
+        request_fingerprint = fingerprint(owner, states)
+        after: tuple[datetime | None, uuid.UUID | None] = (None, None)
+        if request.page_token:
+            position = self._tokens.read(request.page_token, request_fingerprint)
+            after = (datetime.fromisoformat(position["t"]), uuid.UUID(position["id"]))
+        async with self._db.connection() as connection:
+            rows = await connection.fetch(
+                """
+                SELECT * FROM warehouses
+                WHERE owner_user_id = $1 AND state = ANY($2::text[])
+                  AND ($3::timestamptz IS NULL OR (created_at, warehouse_id) > ($3, $4::uuid))
+                ORDER BY created_at, warehouse_id
+                LIMIT $5
+                """,
+                owner,
+                states,
+                after[0],
+                after[1],
+                limit + 1,
+            )
+        page, more = rows[:limit], len(rows) > limit
+        token = ""
+        if more:
+            last = page[-1]
+            token = self._tokens.issue(
+                {"t": last["created_at"].isoformat(), "id": str(last["warehouse_id"])},
+                request_fingerprint,
+            )
+        return warehouse_service_pb2.ListWarehousesResponse(
+            warehouses=[records.warehouse(row) for row in page], next_page_token=token
+        )
+
+    async def RotateWarehouseCredentials(
+        self, request: warehouse_service_pb2.RotateWarehouseCredentialsRequest, context: Any
+    ) -> warehouse_service_pb2.RotateWarehouseCredentialsResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        check_uuid(violations, request.warehouse_id, "warehouse_id")
+        if request.HasField("credentials"):
+            check_credentials(violations, request.credentials, "credentials")
+        else:
+            violations.add("credentials", "is required")
+        check_request_id(violations, request.request_id)
+        violations.raise_if_any()
+        row = await self._owned(owner, request.warehouse_id)
+        if row["state"] in ("DELETING", "DELETED"):
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "the warehouse is being deleted",
+                reason="WAREHOUSE_DELETED",
+            )
+        request_id = request.request_id.lower() or str(uuid.uuid4())
+        async with self._db.connection() as connection:
+            done = await connection.fetchval(
+                "SELECT 1 FROM credential_rotations WHERE warehouse_id = $1 AND request_id = $2",
+                row["warehouse_id"],
+                request_id,
+            )
+        if not done:
+            try:
+                await self._catalog.update_credential(
+                    str(row["catalog_warehouse_id"]), request.credentials
+                )
+            except CatalogError as exc:
+                raise catalog_failure(exc, request.credentials) from exc
+            except CatalogUnavailable as exc:
+                raise catalog_unavailable(exc) from exc
+            row = await self._record_rotation(row["warehouse_id"], request_id)
+        else:
+            row = await self._owned(owner, request.warehouse_id)
+        log.info("credentials rotated", extra={"warehouse_id": request.warehouse_id})
+        return warehouse_service_pb2.RotateWarehouseCredentialsResponse(
+            warehouse=records.warehouse(row)
+        )
+
+    async def _record_rotation(self, warehouse_id: uuid.UUID, request_id: str) -> asyncpg.Record:
+        async with self._db.transaction() as connection:
+            inserted = await connection.fetchval(
+                """
+                INSERT INTO credential_rotations (warehouse_id, request_id, credential_version)
+                SELECT warehouse_id, $2, credential_version + 1 FROM warehouses WHERE warehouse_id = $1
+                ON CONFLICT DO NOTHING
+                RETURNING credential_version
+                """,
+                warehouse_id,
+                request_id,
+            )
+            if inserted is not None:
+                await connection.execute(
+                    "UPDATE warehouses SET credential_version = $2, updated_at = now() WHERE warehouse_id = $1",
+                    warehouse_id,
+                    inserted,
+                )
+            return present(
+                await connection.fetchrow(
+                    "SELECT * FROM warehouses WHERE warehouse_id = $1", warehouse_id
+                )
+            )
+
+    async def _move(self, request_warehouse_id: str, source: str, target: str) -> asyncpg.Record:
+        """Moves a warehouse from state source to target; already in target is a no-op."""
+        owner = require_user().user_id
+        row = await self._owned(owner, request_warehouse_id)
+        if row["state"] == target:
+            return row
+        if row["state"] != source:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the warehouse is {row['state'].lower()}, not {source.lower()}",
+                reason="WAREHOUSE_STATE",
+            )
+        async with self._db.connection() as connection:
+            moved: asyncpg.Record | None = await connection.fetchrow(
+                "UPDATE warehouses SET state = $3, updated_at = now() "
+                "WHERE warehouse_id = $1 AND state = $2 RETURNING *",
+                row["warehouse_id"],
+                source,
+                target,
+            )
+        if moved is None:  # it changed meanwhile; answer from its current state
+            return await self._move(request_warehouse_id, source, target)
+        return moved
+
+    async def ArchiveWarehouse(
+        self, request: warehouse_service_pb2.ArchiveWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.ArchiveWarehouseResponse:
+        row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
+        return warehouse_service_pb2.ArchiveWarehouseResponse(warehouse=records.warehouse(row))
+
+    async def RestoreWarehouse(
+        self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.RestoreWarehouseResponse:
+        row = await self._move(request.warehouse_id, "ARCHIVED", "ACTIVE")
+        return warehouse_service_pb2.RestoreWarehouseResponse(warehouse=records.warehouse(row))
+
+    async def DeleteWarehouse(
+        self, request: warehouse_service_pb2.DeleteWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.DeleteWarehouseResponse:
+        owner = require_user().user_id
+        row = await self._owned(owner, request.warehouse_id)
+        if row["state"] == "DELETED":
+            raise not_found(f"warehouse {request.warehouse_id}")
+        try:
+            contents = await self._contents(row["catalog_warehouse_name"])
+            tables = sum(len(names) for names in contents.values())
+            if tables and not request.purge:
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"the warehouse holds {tables} table(s); delete it with purge to drop them and their data",
+                    reason="WAREHOUSE_NOT_EMPTY",
+                )
+            await self._mark_deleting(row["warehouse_id"])
+            await self._empty(row["catalog_warehouse_name"], contents)
+            await self._delete_in_catalog(str(row["catalog_warehouse_id"]))
+        except CatalogError as exc:
+            raise catalog_failure(exc) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+        async with self._db.connection() as connection:
+            deleted = await connection.fetchrow(
+                "UPDATE warehouses SET state = 'DELETED', updated_at = now() WHERE warehouse_id = $1 RETURNING *",
+                row["warehouse_id"],
+            )
+        log.info(
+            "warehouse deleted",
+            extra={"warehouse_id": request.warehouse_id, "purge": request.purge},
+        )
+        return warehouse_service_pb2.DeleteWarehouseResponse(
+            warehouse=records.warehouse(present(deleted))
+        )
+
+    async def _contents(self, name: str) -> dict[tuple[str, ...], list[str]]:
+        """The catalog's namespaces of the warehouse (children first) and their tables."""
+        try:
+            prefix = await self._catalog.prefix(name)
+        except CatalogError as exc:
+            if exc.status == 404:  # an earlier delete got as far as the catalog's warehouse
+                return {}
+            raise
+        return {
+            ns: await self._catalog.tables(prefix, ns)
+            for ns in await self._catalog.namespaces(prefix)
+        }
+
+    async def _mark_deleting(self, warehouse_id: uuid.UUID) -> None:
+        """DELETING, unless executions still run in it; binds lock the row, so none can slip in."""
+        async with self._db.transaction() as connection:
+            await connection.execute(
+                "SELECT 1 FROM warehouses WHERE warehouse_id = $1 FOR UPDATE", warehouse_id
+            )
+            running = await connection.fetchval(
+                "SELECT count(*) FROM executions WHERE warehouse_id = $1 AND state = ANY($2::text[])",
+                warehouse_id,
+                list(_UNFINISHED),
+            )
+            if running:
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"{running} execution(s) still write into the warehouse; cancel them first",
+                    reason="WAREHOUSE_IN_USE",
+                )
+            await connection.execute(
+                "UPDATE warehouses SET state = 'DELETING', updated_at = now() WHERE warehouse_id = $1",
+                warehouse_id,
+            )
+
+    async def _empty(self, name: str, contents: dict[tuple[str, ...], list[str]]) -> None:
+        if not contents:
+            return
+        prefix = await self._catalog.prefix(name)
+        for namespace, tables in contents.items():
+            for table in tables:
+                await self._catalog.drop_table(prefix, namespace, table)
+            await self._catalog.drop_namespace(prefix, namespace)
+
+    async def _delete_in_catalog(self, catalog_warehouse_id: str) -> None:
+        """Deletes the catalog's warehouse, waiting while the catalog still finishes drops."""
+        deadline = time.monotonic() + self._delete_wait
+        delay = 0.5
+        while True:
+            try:
+                await self._catalog.delete_warehouse(catalog_warehouse_id)
+                return
+            except CatalogError as exc:
+                if exc.status == 404:
+                    return  # already gone
+                if exc.status != 409 or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
