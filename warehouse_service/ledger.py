@@ -49,6 +49,11 @@ def _already_bound(execution_id: str) -> ServiceError:
     )
 
 
+def _readable_by(identity: Identity, row: asyncpg.Record) -> bool:
+    """Whether the caller may see a row: services see all, users their own."""
+    return identity.is_service or row["owner_user_id"] == identity.user_id
+
+
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
     if identity.user_id != computing_unit_id:
         raise ServiceError(
@@ -326,7 +331,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
             )
-            if row is None or not (identity.is_service or row["owner_user_id"] == identity.user_id):
+            if row is None or not _readable_by(identity, row):
                 raise not_found(f"execution {request.execution_id}")
             warehouse = present(
                 await connection.fetchrow(
@@ -351,11 +356,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(request.warehouse_id)
             )
-        if (
-            row is None
-            or not (identity.is_service or row["owner_user_id"] == identity.user_id)
-            or row["state"] in _UNREADABLE
-        ):
+        if row is None or not _readable_by(identity, row) or row["state"] in _UNREADABLE:
             raise not_found(f"warehouse {request.warehouse_id}")
         return registry_service_pb2.ResolveWarehouseResponse(binding=self._binding(row))
 

@@ -7,6 +7,8 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
+from google.protobuf.message import Message
+
 from service_runtime.errors import FieldViolations
 from texera.lake.v1 import warehouse_pb2
 
@@ -96,8 +98,13 @@ def check_storage(
 
 
 def check_credentials(
-    violations: FieldViolations, credentials: warehouse_pb2.S3Credentials, field: str
+    violations: FieldViolations, request: Message, field: str = "credentials"
 ) -> None:
+    """Checks the request's S3Credentials field, which is required."""
+    if not request.HasField(field):
+        violations.add(field, "is required")
+        return
+    credentials = getattr(request, field)
     key, secret = credentials.access_key_id, credentials.secret_access_key
     if not 3 <= len(key) <= 128 or any(c.isspace() for c in key) or _CONTROL.search(key):
         violations.add(f"{field}.access_key_id", "must be 3 to 128 characters without spaces")

@@ -169,10 +169,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             check_storage(violations, request.warehouse.storage, "warehouse.storage")
         else:
             violations.add("warehouse.storage", "is required")
-        if request.HasField("credentials"):
-            check_credentials(violations, request.credentials, "credentials")
-        else:
-            violations.add("credentials", "is required")
+        check_credentials(violations, request)
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
 
@@ -350,10 +347,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
-        if request.HasField("credentials"):
-            check_credentials(violations, request.credentials, "credentials")
-        else:
-            violations.add("credentials", "is required")
+        check_credentials(violations, request)
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
         row = await self._owned(owner, request.warehouse_id)
