@@ -2,17 +2,83 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from catalog_map.backends import CatalogFactory
+from catalog_map.cache import CatalogMap
+from cu_service.lease import heartbeat_forever, register
+from cu_service.manager import ExecutionManager
+from cu_service.registry import RegistryClient
+from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.settings import ComputingUnitSettings
-from service_runtime.server import ServiceProcess, run_service
-from texera.lake.v1 import execution_service_pb2
+from cu_service.spark import start_spark
+from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+
+log = logging.getLogger("cu_service")
 
 
 def build() -> ServiceProcess:
+    settings = ComputingUnitSettings.from_env()
+    parts = UnitParts()
+    background: list[asyncio.Task[None]] = []
+    closers: list[Callable[[], None]] = []
+
+    async def start() -> None:
+        spark = await asyncio.to_thread(start_spark, settings)
+        registry = RegistryClient(
+            settings.registry_target, settings.computing_unit_id, settings.jwt_secret
+        )
+        catalogs = CatalogMap(
+            registry.resolve_warehouse,
+            CatalogFactory().build,
+            max_entries=settings.catalog_cache_size,
+            idle_seconds=settings.catalog_idle_seconds,
+        )
+        manager = ExecutionManager(spark, registry, catalogs, settings)
+        closers.extend([spark.stop, catalogs.close])
+        endpoint = settings.address(settings.port)
+        interval = await register(registry, endpoint, settings.capacity)
+        parts.manager, parts.registry = manager, registry
+        background.append(
+            asyncio.create_task(
+                heartbeat_forever(registry, manager, endpoint, settings.capacity, interval)
+            )
+        )
+        background.append(asyncio.create_task(_every(1.0, manager.sample_progress)))
+
+    async def stop() -> None:
+        if parts.manager is not None:
+            await parts.manager.close()
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if parts.registry is not None:
+            await parts.registry.close()
+        for close in reversed(closers):
+            close()
+
     return ServiceProcess(
         name="cu-service",
-        settings=ComputingUnitSettings.from_env(),
-        pending_services=[execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"]],
+        settings=settings,
+        services=[ServiceBinding.of(ExecutionServicer(parts))],
+        on_start=start,
+        on_stop=stop,
     )
+
+
+async def _every(seconds: float, action: Callable[[], Awaitable[None] | None]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            outcome = action()
+            if outcome is not None:
+                await outcome
+        except Exception:
+            log.exception("periodic task failed")
 
 
 def main() -> None:

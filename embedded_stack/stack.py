@@ -253,6 +253,8 @@ class Stack:
             f"{ENV_PREFIX}WAREHOUSE_DATABASE_URL": self.database_url,
             f"{ENV_PREFIX}CATALOG_URI": f"{self.catalog_url}/catalog",
             f"{ENV_PREFIX}CATALOG_MANAGEMENT_URI": f"{self.catalog_url}/management",
+            f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
+            f"{ENV_PREFIX}CU_ID": "cu-1",
         }
         for spec in SERVICES:
             scope = spec.settings.scope
@@ -260,7 +262,7 @@ class Stack:
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
         return env
 
-    def _start_service(self, spec: ServiceSpec, timeout: float = 60.0) -> ManagedProcess:
+    def _start_service(self, spec: ServiceSpec, timeout: float = 120.0) -> ManagedProcess:
         process = ManagedProcess(
             spec.name,
             [sys.executable, "-m", spec.module],

@@ -40,6 +40,7 @@ class ServiceError(Exception):
         reason: str = "",
         metadata: dict[str, str] | None = None,
         retry_delay_seconds: float | None = None,
+        details: Iterable[any_pb2.Any] = (),
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -48,9 +49,21 @@ class ServiceError(Exception):
         self.reason = reason
         self.metadata = metadata or {}
         self.retry_delay_seconds = retry_delay_seconds
+        self.details = tuple(details)
+
+    @classmethod
+    def relayed(cls, error: grpc.aio.AioRpcError) -> ServiceError:
+        """Another service's error, passed on with its code, message and details."""
+        trailers = dict(error.trailing_metadata() or ())
+        details: Iterable[any_pb2.Any] = ()
+        if isinstance(raw := trailers.get("grpc-status-details-bin"), bytes):
+            details = status_pb2.Status.FromString(raw).details
+        return cls(error.code(), error.details() or error.code().name, details=details)
 
     def to_status(self) -> grpc.Status:
-        status = status_pb2.Status(code=self.code.value[0], message=self.message)
+        status = status_pb2.Status(
+            code=self.code.value[0], message=self.message, details=self.details
+        )
         if self.violations:
             bad_request = error_details_pb2.BadRequest(
                 field_violations=[

@@ -18,7 +18,7 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
     # Leases lapse within seconds, so that tests can lose a computing unit quickly.
     "TEXERA_LAKE_WAREHOUSE_HEARTBEAT_INTERVAL_SECONDS": "1",
-    "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "3",
+    "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "6",
 }
 
 
@@ -33,4 +33,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     state_dir = tmp_path_factory.mktemp("stack")
     settings = StackSettings(state_dir=str(state_dir), log_level="DEBUG")
     with Stack(settings, ephemeral_ports=True, service_env=TEST_STACK_ENV) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def short_lived_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose catalog vends credentials that live three seconds, and whose computing
+    unit commits after every wave of tasks."""
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("short-lived")))
+    env = {
+        **TEST_STACK_ENV,
+        "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": "3",
+        "TEXERA_LAKE_CU_COMMIT_INTERVAL_SECONDS": "0",
+    }
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from service_runtime.errors import FieldViolations
+from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import warehouse_pb2
 
-IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z0-9-]{1,32}$")
 _ROLE_ARN = re.compile(r"^arn:[a-z0-9-]+:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")

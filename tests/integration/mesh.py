@@ -13,6 +13,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
+from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime.auth import SERVICE_ROLE, mint_token
 from texera.lake.v1 import (
     registry_service_pb2,
@@ -62,19 +63,6 @@ def computing_unit(stack: Stack, unit_id: str) -> RegistryClient:
     return registry_as(stack, unit_id, mint_token(stack.jwt_secret, unit_id, role=SERVICE_ROLE))
 
 
-def storage(grant: BucketGrant, key_prefix: str = "lake") -> warehouse_pb2.S3StorageProfile:
-    return warehouse_pb2.S3StorageProfile(
-        bucket=grant.bucket,
-        key_prefix=key_prefix,
-        region=grant.region,
-        endpoint=grant.endpoint,
-        path_style_access=True,
-        flavor=warehouse_pb2.S3_FLAVOR_S3_COMPAT,
-        sts_enabled=True,
-        sts_role_arn=grant.role_arn,
-    )
-
-
 def credentials(
     grant: BucketGrant, secret: str | None = None, key_id: str | None = None
 ) -> warehouse_pb2.S3Credentials:
@@ -94,11 +82,11 @@ def create_request(
     secret: str | None = None,
     key_id: str | None = None,
 ) -> warehouse_service_pb2.CreateWarehouseRequest:
-    return warehouse_service_pb2.CreateWarehouseRequest(
-        warehouse=warehouse_pb2.Warehouse(display_name=name, storage=storage(grant, key_prefix)),
-        credentials=credentials(grant, secret, key_id),
-        request_id=request_id,
+    request = create_warehouse_request(
+        grant, name=name, key_prefix=key_prefix, request_id=request_id
     )
+    request.credentials.CopyFrom(credentials(grant, secret, key_id))
+    return request
 
 
 def create_warehouse(

@@ -292,8 +292,8 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
     bind(alice, execution_id, warehouse_id, unit.subject)
     report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
 
-    # No more heartbeats: the test stack's lease is 3 s and the sweep runs every second.
-    deadline = time.monotonic() + 15
+    # No more heartbeats: the test stack's lease is 6 s and the sweep runs every second.
+    deadline = time.monotonic() + 20
     while True:
         state = alice.call(
             alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)

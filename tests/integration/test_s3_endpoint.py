@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,10 +16,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from embedded_stack.s3.endpoint import REGION, BucketGrant
-from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import create_warehouse, rest_catalog
+from tests.integration.executions import state_name, udf, unit_as, workflow
+from tests.integration.mesh import create_warehouse as create_registry_warehouse
+from tests.integration.mesh import user
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -116,15 +117,6 @@ def test_expired_temporary_credentials_are_refused(grant: BucketGrant) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def short_lived_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """A stack whose catalog vends credentials that live three seconds."""
-    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("short-lived")))
-    env = {**TEST_STACK_ENV, "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": "3"}
-    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
-        yield running
-
-
 def test_vended_credentials_expire_and_a_reload_renews_them(short_lived_stack: Stack) -> None:
     stack = short_lived_stack
     grant = stack.provision_bucket("erin")
@@ -156,3 +148,37 @@ def test_vended_credentials_expire_and_a_reload_renews_them(short_lived_stack: S
 def test_no_log_of_the_s3_gate_shows_a_secret(stack: Stack, grant: BucketGrant) -> None:
     for log in Path(stack.log_dir).glob("s3*.log"):
         assert grant.access_key.secret_access_key not in log.read_text()
+
+
+def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack: Stack) -> None:
+    stack = short_lived_stack
+    owner = f"patient-{uuid.uuid4().hex[:6]}"
+    warehouse = create_registry_warehouse(user(stack, owner), stack.provision_bucket("patient"))
+    client = unit_as(stack, owner)
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 8000, "partitions": 48}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["n"],
+                "python_udf": udf(
+                    "import time\ndef process(batches):\n    time.sleep(0.5)\n    yield from batches\n",
+                    [("id", "bigint")],
+                ),
+                "materialize": True,
+            },
+        ]
+    )
+    started = time.monotonic()
+    execution = client.finish(client.submit(warehouse.warehouse_id, flow).execution_id)
+    assert time.monotonic() - started > 3 * 3  # several lifetimes of the vended credentials
+    assert state_name(execution) == "SUCCEEDED", execution.error
+    [output] = execution.outputs
+    assert output.row_count == 8000
+    assert execution.progress.commits >= 2  # one per wave of tasks, the later ones after expiry
+    table = rest_catalog(stack, warehouse.catalog_warehouse_name).load_table(
+        (output.namespace, output.table_name)
+    )
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == list(range(8000))
+    catalog_log = (stack.log_dir / "dev-catalog.log").read_text()
+    assert "/credentials" in catalog_log  # tasks asked the catalog for fresh credentials

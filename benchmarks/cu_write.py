@@ -1,0 +1,243 @@
+"""Write benchmark of the computing unit, all measured in one run on the embedded stack.
+
+  (a) ours: submit an execution producing ROWS rows to the computing unit, until its output
+      is committed (Spark tasks write Parquet to the bucket, the driver commits);
+  (b) the floor: Spark (a session in this process) computing the same plan and writing it as
+      plain Parquet files to the same bucket, with no table and no commit;
+  (c) upstream Texera's pattern: one pyiceberg append and commit per 4,096 rows, through the
+      same catalog into the same warehouse, on a slice of SLICE_ROWS rows, scaled linearly
+      to ROWS (the per-commit cost grows as the table's metadata grows, so this flatters it).
+
+(a) and (b) run RUNS times each, alternating, after one untimed warm-up of each; medians are
+reported. Targets: (a) <= 1.5 x (b), and (c) / (a) >= 20.
+
+Run: .venv/bin/python benchmarks/cu_write.py [--rows N] [--slice-rows N] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
+from google.protobuf import json_format
+from pyarrow import fs
+from pyspark.sql import SparkSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyiceberg.catalog.rest import RestCatalog
+
+from cu_service.settings import ComputingUnitSettings
+from cu_service.spark import start_spark
+from cu_service.workflow.compiler import WorkflowCompiler
+from cu_service.workflow.udf import ConsoleParam
+from embedded_stack.s3.endpoint import BucketGrant
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from embedded_stack.warehouse_request import create_warehouse_request
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    warehouse_pb2,
+    warehouse_service_pb2_grpc,
+    workflow_pb2,
+)
+
+USER = "bench"
+UPSTREAM_BATCH = 4096
+
+
+def plan(rows: int) -> workflow_pb2.Workflow:
+    """A range with a few computed columns: cheap to compute, so writing dominates."""
+    return json_format.ParseDict(
+        {
+            "workflow_id": "write-benchmark",
+            "operators": [
+                {"operator_id": "numbers", "range_source": {"end": rows, "partitions": 8}},
+                {
+                    "operator_id": "rows",
+                    "input_operator_ids": ["numbers"],
+                    "projection": {
+                        "columns": [
+                            {"expression": "id"},
+                            {"expression": "id % 97", "alias": "bucket"},
+                            {"expression": "id * 0.5", "alias": "half"},
+                            {"expression": "concat('row-', id)", "alias": "label"},
+                        ]
+                    },
+                    "materialize": True,
+                },
+            ],
+        },
+        workflow_pb2.Workflow(),
+    )
+
+
+def create_warehouse(stack: Stack, grant: BucketGrant) -> warehouse_pb2.Warehouse:
+    stub = warehouse_service_pb2_grpc.WarehouseServiceStub(
+        grpc.insecure_channel(stack.target("warehouse-service"))
+    )
+    request = create_warehouse_request(grant, name="benchmark")
+    metadata = (("authorization", f"Bearer {stack.token(USER)}"),)
+    return stub.CreateWarehouse(request, metadata=metadata, timeout=60).warehouse
+
+
+def run_ours(
+    stack: Stack, warehouse_id: str, flow: workflow_pb2.Workflow
+) -> tuple[float, execution_pb2.Execution]:
+    stub = execution_service_pb2_grpc.ExecutionServiceStub(
+        grpc.insecure_channel(stack.target("cu-service"))
+    )
+    metadata = (("authorization", f"Bearer {stack.token(USER)}"),)
+    started = time.perf_counter()
+    submitted = stub.SubmitExecution(
+        execution_service_pb2.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow),
+        metadata=metadata,
+        timeout=600,
+    ).execution
+    final = None
+    watch = execution_service_pb2.WatchExecutionRequest(execution_id=submitted.execution_id)
+    for event in stub.WatchExecution(watch, metadata=metadata, timeout=3600):
+        final = event.execution
+    elapsed = time.perf_counter() - started
+    assert final is not None
+    if final.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
+        raise SystemExit(f"the execution did not succeed: {final.error}")
+    return elapsed, final
+
+
+def write_plain_parquet(
+    grant: BucketGrant, prefix: str, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The floor's task: one Parquet file per partition, straight to the bucket."""
+    filesystem = fs.S3FileSystem(
+        access_key=grant.access_key.access_key_id,
+        secret_key=grant.access_key.secret_access_key,
+        endpoint_override=grant.endpoint,
+        scheme="http",
+        region=grant.region,
+    )
+    path = f"{grant.bucket}/{prefix}/{uuid.uuid4().hex}.parquet"
+    writer = None
+    rows = 0
+    with filesystem.open_output_stream(path) as stream:
+        for batch in batches:
+            if writer is None:
+                writer = pq.ParquetWriter(stream, batch.schema, compression="zstd")
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        if writer is not None:
+            writer.close()
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
+def run_floor(
+    spark: SparkSession, grant: BucketGrant, flow: workflow_pb2.Workflow, rows: int
+) -> float:
+    started = time.perf_counter()
+    console = spark.sparkContext.accumulator([], ConsoleParam())
+    compiled = WorkflowCompiler(spark.newSession(), console, lambda i, op: None).compile(flow)  # type: ignore[arg-type,return-value]
+    frame = compiled.frames[compiled.materialized[0]]
+    prefix = f"floor/{uuid.uuid4().hex}"
+    written = frame.mapInArrow(
+        lambda it: write_plain_parquet(grant, prefix, it), "rows long"
+    ).collect()
+    elapsed = time.perf_counter() - started
+    if sum(r.rows for r in written) != rows:
+        raise SystemExit("the floor wrote another number of rows")
+    return elapsed
+
+
+def run_upstream(
+    stack: Stack, warehouse: warehouse_pb2.Warehouse, slice_rows: int
+) -> tuple[float, int]:
+    catalog = RestCatalog(
+        "upstream", uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
+    )
+    catalog.create_namespace_if_not_exists("upstream")
+    schema = pa.schema(
+        [("id", pa.int64()), ("bucket", pa.int64()), ("half", pa.float64()), ("label", pa.string())]
+    )
+    table = catalog.create_table(("upstream", f"t_{uuid.uuid4().hex[:8]}"), schema=schema)
+    started = time.perf_counter()
+    for start in range(0, slice_rows, UPSTREAM_BATCH):
+        ids = list(range(start, min(start + UPSTREAM_BATCH, slice_rows)))
+        table.append(
+            pa.table(
+                {
+                    "id": ids,
+                    "bucket": [i % 97 for i in ids],
+                    "half": [i * 0.5 for i in ids],
+                    "label": [f"row-{i}" for i in ids],
+                },
+                schema=schema,
+            )
+        )
+    return time.perf_counter() - started, len(table.snapshots())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--slice-rows", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    flow = plan(args.rows)
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
+    ):
+        grant = stack.provision_bucket(USER)
+        warehouse = create_warehouse(stack, grant)
+        spark = start_spark(ComputingUnitSettings(spark_master="local[*]"))
+        print(f"warming up with {args.rows:,} rows ...", flush=True)
+        run_ours(stack, warehouse.warehouse_id, flow)
+        run_floor(spark, grant, flow, args.rows)
+        ours, floor = [], []
+        final = None
+        for run in range(args.runs):
+            elapsed, final = run_ours(stack, warehouse.warehouse_id, flow)
+            ours.append(elapsed)
+            floor.append(run_floor(spark, grant, flow, args.rows))
+            print(f"  run {run + 1}: ours {ours[-1]:.1f} s, floor {floor[-1]:.1f} s", flush=True)
+        spark.stop()
+        assert final is not None
+        [output] = final.outputs
+        catalog = RestCatalog(
+            "check", uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
+        )
+        table = catalog.load_table((output.namespace, output.table_name))
+        assert output.row_count == args.rows
+        print(f"upstream pattern on {args.slice_rows:,} rows ...", flush=True)
+        upstream_slice, upstream_snapshots = run_upstream(stack, warehouse, args.slice_rows)
+
+    a, b = statistics.median(ours), statistics.median(floor)
+    c = upstream_slice * args.rows / args.slice_rows
+    print()
+    print(f"rows per execution                       {args.rows:>12,}")
+    print(f"(a) ours, submit to committed (median)   {a:>10.1f} s")
+    print(f"(b) Spark + plain Parquet (median)       {b:>10.1f} s")
+    measured = f"(c) upstream, {args.slice_rows:,} rows measured"
+    print(f"{measured:<40} {upstream_slice:>10.1f} s  ({upstream_snapshots} snapshots)")
+    print(f"(c) upstream, scaled to {args.rows:,} rows  {c:>10.1f} s")
+    print(f"(a) / (b)  = {a / b:5.2f}   target <= 1.5   {'met' if a / b <= 1.5 else 'NOT met'}")
+    print(f"(c) / (a)  = {c / a:5.1f}   target >= 20    {'met' if c / a >= 20 else 'NOT met'}")
+    print(
+        f"ours: {output.file_count} data files, {len(table.snapshots())} snapshot(s) per output; "
+        f"upstream: {upstream_snapshots} files and snapshots for {args.slice_rows:,} rows "
+        f"({args.rows // UPSTREAM_BATCH + 1:,} at {args.rows:,})"
+    )
+
+
+if __name__ == "__main__":
+    main()

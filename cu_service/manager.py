@@ -1,0 +1,530 @@
+"""The executions of this computing unit: accepted, queued, run, watched, cancelled.
+
+Submission validates the workflow (statically, then by compiling it on Spark)
+before anything is recorded, then binds the execution to its warehouse in the
+registry and queues it. At most `capacity` executions run at once, each on a
+thread of its own as its own Spark job group; the rest wait in order.
+
+The execution's current view lives here, changed only on the event loop's
+thread; watchers see every change, and a sync task per execution sends the
+latest view to the registry, at most once a second, retrying until the final
+state has arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyspark.accumulators import Accumulator
+from pyspark.sql import SparkSession
+
+from catalog_map.cache import CatalogMap
+from cu_service import naming
+from cu_service.registry import RegistryClient
+from cu_service.runner import ExecutionRun
+from cu_service.settings import ComputingUnitSettings
+from cu_service.telemetry import Telemetry
+from cu_service.workflow import graph
+from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
+from cu_service.workflow.iceberg_source import read_table
+from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
+from cu_service.writer.output import WritePolicy, WrittenOutput
+from service_runtime.errors import FieldViolation, FieldViolations, ServiceError, invalid_argument
+from service_runtime.identifiers import IDENTIFIER
+from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_service_pb2, workflow_pb2
+
+log = logging.getLogger("cu_service.manager")
+EX = execution_pb2
+TERMINAL = frozenset(
+    {EX.EXECUTION_STATE_SUCCEEDED, EX.EXECUTION_STATE_FAILED, EX.EXECUTION_STATE_CANCELLED}
+)
+_ID_NAMESPACE = uuid.UUID("0d9c4b7e-3a51-4f62-9d8e-5b2a7c1e4f30")
+#: Finished executions kept in memory; older ones are answered from the registry's ledger.
+KEEP_FINISHED = 1000
+
+
+def _now() -> Timestamp:
+    stamp = Timestamp()
+    stamp.GetCurrentTime()
+    return stamp
+
+
+def _copy(execution: execution_pb2.Execution) -> execution_pb2.Execution:
+    copied = execution_pb2.Execution()
+    copied.CopyFrom(execution)
+    return copied
+
+
+def fingerprint(workflow: workflow_pb2.Workflow) -> str:
+    return hashlib.sha256(workflow.SerializeToString(deterministic=True)).hexdigest()
+
+
+@dataclass
+class Prepared:
+    """What a run needs; held by the run alone, so that it goes (JVM objects included) with it."""
+
+    session: SparkSession
+    catalog: Catalog
+    compiled: CompiledWorkflow
+    console: Accumulator[list[ConsoleEntry]]
+
+
+@dataclass
+class LocalExecution:
+    """The unit's view of one of its executions."""
+
+    execution: execution_pb2.Execution
+    fingerprint: str
+    group: str
+    cancel_reason: str | None = None
+    updated: asyncio.Event = field(default_factory=asyncio.Event)
+    dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def owner(self) -> str:
+        return self.execution.owner_user_id
+
+    @property
+    def terminal(self) -> bool:
+        return self.execution.state in TERMINAL
+
+    def snapshot(self) -> execution_pb2.Execution:
+        return _copy(self.execution)
+
+
+class ExecutionManager:
+    def __init__(
+        self,
+        spark: SparkSession,
+        registry: RegistryClient,
+        catalogs: CatalogMap,
+        settings: ComputingUnitSettings,
+    ) -> None:
+        self._spark = spark
+        self._registry = registry
+        self._catalogs = catalogs
+        self._settings = settings
+        self._executions: dict[str, LocalExecution] = {}
+        self._slots = asyncio.Semaphore(settings.capacity)
+        self._threads = ThreadPoolExecutor(
+            max_workers=settings.capacity, thread_name_prefix="execution"
+        )
+        self._policy = WritePolicy(
+            target_file_size=settings.target_file_size_bytes,
+            commit_interval_seconds=settings.commit_interval_seconds,
+            commit_max_bytes=settings.commit_max_bytes,
+        )
+
+    @property
+    def unit_id(self) -> str:
+        return self._registry.unit_id
+
+    def get(self, execution_id: str) -> LocalExecution | None:
+        return self._executions.get(execution_id)
+
+    def counts(self) -> tuple[int, int]:
+        """(running, queued) executions."""
+        states = [e.execution.state for e in self._executions.values()]
+        return states.count(EX.EXECUTION_STATE_RUNNING), states.count(EX.EXECUTION_STATE_QUEUED)
+
+    # Submission ---------------------------------------------------------------------
+
+    async def submit(
+        self, request: execution_service_pb2.SubmitExecutionRequest, owner: str
+    ) -> execution_pb2.Execution:
+        self._check(request)
+        digest = fingerprint(request.workflow)
+        execution_id = request.execution_id or (
+            str(uuid.uuid5(_ID_NAMESPACE, f"{owner}\n{request.request_id.lower()}"))
+            if request.request_id
+            else str(uuid.uuid4())
+        )
+        if (known := self._executions.get(execution_id)) is not None:
+            if known.owner == owner and known.fingerprint == digest:
+                return known.snapshot()
+            raise ServiceError(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"execution id {execution_id} is already used by another submission",
+            )
+        binding = await self._registry.resolve_warehouse(request.warehouse_id)
+        try:
+            catalog = await self._catalogs.get(request.warehouse_id, binding)
+        except Exception as exc:  # the catalog's HTTP errors, timeouts and refusals alike
+            log.warning(
+                "catalog unavailable",
+                extra={"warehouse_id": request.warehouse_id, "error": repr(exc)[:300]},
+            )
+            raise ServiceError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the catalog of warehouse {request.warehouse_id} is unavailable; retry later",
+                reason="CATALOG_UNAVAILABLE",
+            ) from exc
+        tables = await self._resolve_tables(request.workflow, request.warehouse_id)
+        session = self._spark.newSession()
+        console = self._spark.sparkContext.accumulator([], ConsoleParam())
+        compiled = await asyncio.to_thread(
+            self._compile, session, console, catalog, tables, request.workflow
+        )
+        bound = await self._registry.bind(
+            registry_service_pb2.BindExecutionRequest(
+                execution_id=execution_id,
+                warehouse_id=request.warehouse_id,
+                workflow_id=request.workflow.workflow_id,
+                computing_unit_id=self.unit_id,
+                request_id=request.request_id,
+                workflow_fingerprint=digest,
+            )
+        )
+        if not bound.created:  # a retry: answer with what the first submission started
+            earlier = self._executions.get(bound.execution.execution_id)
+            return earlier.snapshot() if earlier else bound.execution
+        local = LocalExecution(
+            execution=bound.execution,
+            fingerprint=digest,
+            group=f"execution-{execution_id}",
+        )
+        prepared = Prepared(session=session, catalog=catalog, compiled=compiled, console=console)
+        self._forget_old()
+        self._executions[execution_id] = local
+        local.tasks += [
+            asyncio.create_task(self._run(local, prepared)),
+            asyncio.create_task(self._sync(local)),
+        ]
+        log.info(
+            "execution accepted",
+            extra={"execution_id": execution_id, "warehouse_id": request.warehouse_id},
+        )
+        return local.snapshot()
+
+    def _check(self, request: execution_service_pb2.SubmitExecutionRequest) -> None:
+        violations = FieldViolations()
+        if request.execution_id and not IDENTIFIER.match(request.execution_id):
+            violations.add("execution_id", "must be 1 to 64 letters, digits, '_' or '-'")
+        try:
+            uuid.UUID(request.warehouse_id)
+        except ValueError:
+            violations.add("warehouse_id", "must be a warehouse id (a UUID)")
+        if request.computing_unit_id and request.computing_unit_id != self.unit_id:
+            violations.add(
+                "computing_unit_id", f"names another computing unit than this one ({self.unit_id})"
+            )
+        if request.request_id:
+            try:
+                uuid.UUID(request.request_id)
+            except ValueError:
+                violations.add("request_id", "must be a UUID")
+        if not request.HasField("workflow"):
+            violations.add("workflow", "is required")
+        violations.raise_if_any()
+        graph.validate(request.workflow)
+
+    async def _resolve_tables(
+        self, workflow: workflow_pb2.Workflow, warehouse_id: str
+    ) -> dict[str, tuple[str, ...]]:
+        """The tables Iceberg sources read; results of earlier executions resolved through the registry."""
+        tables: dict[str, tuple[str, ...]] = {}
+        for index, op in enumerate(workflow.operators):
+            if op.WhichOneof("kind") != "iceberg_table_source":
+                continue
+            source = op.iceberg_table_source
+            if source.WhichOneof("table") == "table_identifier":
+                tables[op.operator_id] = (
+                    *source.table_identifier.namespace,
+                    source.table_identifier.name,
+                )
+                continue
+            field_path = f"workflow.operators[{index}].iceberg_table_source.result"
+            try:
+                resolved = await self._registry.resolve_execution(source.result.execution_id)
+            except ServiceError as exc:
+                if exc.code != grpc.StatusCode.NOT_FOUND:
+                    raise
+                raise invalid_argument(
+                    [FieldViolation(field_path, f"no execution {source.result.execution_id}")]
+                ) from exc
+            if resolved.execution.warehouse_id != warehouse_id:
+                raise invalid_argument(
+                    [FieldViolation(field_path, "that result is in another warehouse")]
+                )
+            output = next(
+                (
+                    o
+                    for o in resolved.execution.outputs
+                    if o.operator_id == source.result.operator_id
+                ),
+                None,
+            )
+            if output is None:
+                raise invalid_argument(
+                    [FieldViolation(field_path, "that execution has no such result")]
+                )
+            tables[op.operator_id] = (output.namespace, output.table_name)
+        return tables
+
+    def _compile(
+        self,
+        session: SparkSession,
+        console: Accumulator[list[ConsoleEntry]],
+        catalog: Catalog,
+        tables: dict[str, tuple[str, ...]],
+        workflow: workflow_pb2.Workflow,
+    ) -> CompiledWorkflow:
+        def read_iceberg(index: int, op: workflow_pb2.Operator) -> object:
+            try:
+                return read_table(
+                    session, catalog, tables[op.operator_id], op.iceberg_table_source.snapshot_id
+                )
+            except NoSuchTableError as exc:
+                raise OperatorProblem(
+                    f"no table {'.'.join(tables[op.operator_id])} in this warehouse"
+                ) from exc
+
+        compiler = WorkflowCompiler(session, console, read_iceberg)  # type: ignore[arg-type]
+        return compiler.compile(workflow)
+
+    # Running ------------------------------------------------------------------------
+
+    def _forget_old(self) -> None:
+        """Keeps the most recent finished executions; older ones are answered by the registry."""
+        finished = [
+            e
+            for e in self._executions.values()
+            if e.terminal and not any(not t.done() for t in e.tasks)
+        ]
+        for local in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self._executions[local.execution.execution_id]
+
+    async def _run(self, local: LocalExecution, prepared: Prepared) -> None:
+        async with self._slots:
+            if local.terminal:  # cancelled while it waited
+                return
+            execution = local.execution
+            properties = {
+                naming.EXECUTION_ID: execution.execution_id,
+                naming.WORKFLOW_ID: execution.workflow_id,
+                naming.COMPUTING_UNIT_ID: self.unit_id,
+                naming.OUTPUT_PORT: "0",
+            }
+            run = ExecutionRun(
+                execution_id=execution.execution_id,
+                group=local.group,
+                session=prepared.session,
+                catalog=prepared.catalog,
+                compiled=prepared.compiled,
+                console=prepared.console,
+                telemetry=Telemetry(
+                    prepared.catalog,
+                    execution.execution_id,
+                    properties,
+                    self._settings.telemetry_interval_seconds,
+                ),
+                policy=self._policy,
+                table_properties=properties,
+                reporter=_LoopReporter(self, local, asyncio.get_running_loop()),
+                cancel_reason=lambda: local.cancel_reason,
+            )
+            await asyncio.get_running_loop().run_in_executor(self._threads, run)
+
+    def _changed(self, local: LocalExecution) -> None:
+        """Wakes watchers and the registry sync; loop thread only."""
+        previous, local.updated = local.updated, asyncio.Event()
+        previous.set()
+        local.dirty.set()
+
+    def mark_running(self, local: LocalExecution) -> None:
+        if not local.terminal:
+            local.execution.state = EX.EXECUTION_STATE_RUNNING
+            local.execution.start_time.CopyFrom(_now())
+            self._changed(local)
+
+    def mark_progress(self, local: LocalExecution, outputs: list[WrittenOutput]) -> None:
+        if local.terminal:
+            return
+        del local.execution.outputs[:]
+        local.execution.outputs.extend(
+            EX.ExecutionOutput(
+                operator_id=o.operator_id,
+                namespace=o.namespace,
+                table_name=o.table_name,
+                row_count=o.committed_rows,
+                snapshot_id=o.snapshot_id,
+                file_count=o.committed_files,
+            )
+            for o in outputs
+        )
+        local.execution.progress.rows_written = sum(o.rows for o in outputs)
+        local.execution.progress.commits = sum(o.commits for o in outputs)
+        self._changed(local)
+
+    def mark_finished(
+        self,
+        local: LocalExecution,
+        state: execution_pb2.ExecutionState.ValueType,
+        error: execution_pb2.ExecutionError | None,
+    ) -> None:
+        if local.terminal:
+            return
+        self._sample(local)  # the periodic sample may predate the last tasks
+        local.execution.state = state
+        local.execution.end_time.CopyFrom(_now())
+        if error is not None:
+            local.execution.error.CopyFrom(error)
+        if state != EX.EXECUTION_STATE_SUCCEEDED:
+            del local.execution.outputs[:]  # dropped with the partial results
+        self._changed(local)
+        log.info(
+            "execution ended",
+            extra={
+                "execution_id": local.execution.execution_id,
+                "state": EX.ExecutionState.Name(state),
+            },
+        )
+
+    def sample_progress(self) -> None:
+        """Spark's stage and task counts of every running execution; loop thread."""
+        for local in self._executions.values():
+            if local.execution.state == EX.EXECUTION_STATE_RUNNING:
+                self._sample(local)
+
+    def _sample(self, local: LocalExecution) -> None:
+        tracker = self._spark.sparkContext.statusTracker()
+        stages = [
+            info
+            for job_id in tracker.getJobIdsForGroup(local.group)
+            if (job := tracker.getJobInfo(job_id)) is not None
+            for stage_id in job.stageIds
+            if (info := tracker.getStageInfo(stage_id)) is not None
+        ]
+        progress = local.execution.progress
+        counts = (
+            len(stages),
+            sum(1 for s in stages if s.numCompletedTasks >= s.numTasks),
+            sum(s.numTasks for s in stages),
+            sum(s.numCompletedTasks for s in stages),
+        )
+        if counts != (
+            progress.stages_total,
+            progress.stages_completed,
+            progress.tasks_total,
+            progress.tasks_completed,
+        ):
+            (
+                progress.stages_total,
+                progress.stages_completed,
+                progress.tasks_total,
+                progress.tasks_completed,
+            ) = counts
+            self._changed(local)
+
+    async def _sync(self, local: LocalExecution) -> None:
+        """Sends the latest view to the registry until the final state has arrived."""
+        while True:
+            await local.dirty.wait()
+            local.dirty.clear()
+            sent = local.snapshot()
+            try:
+                await self._registry.report(
+                    sent.execution_id,
+                    sent.state,
+                    error=sent.error if sent.HasField("error") else None,
+                    outputs=list(sent.outputs),
+                    progress=sent.progress,
+                )
+            except ServiceError as exc:
+                if exc.code == grpc.StatusCode.FAILED_PRECONDITION:
+                    # The registry ended it (this unit's lease lapsed): its word is final.
+                    await self.cancel(local, "the registry ended the execution: " + exc.message)
+                    return
+                log.warning(
+                    "could not report to the registry; retrying",
+                    extra={"execution_id": sent.execution_id, "code": exc.code.name},
+                )
+                local.dirty.set()
+                await asyncio.sleep(2.0)
+                continue
+            if sent.state in TERMINAL:
+                return
+            await asyncio.sleep(1.0)  # at most one report a second; changes meanwhile are coalesced
+
+    # Watching and cancelling --------------------------------------------------------
+
+    async def watch(self, local: LocalExecution) -> AsyncIterator[execution_pb2.Execution]:
+        while True:
+            changed = local.updated
+            snapshot = local.snapshot()
+            yield snapshot
+            if snapshot.state in TERMINAL:
+                return
+            await changed.wait()
+
+    async def cancel(self, local: LocalExecution, reason: str) -> execution_pb2.Execution:
+        if local.terminal or local.cancel_reason is not None:
+            return local.snapshot()
+        local.cancel_reason = reason or "cancelled by the user"
+        if local.execution.state == EX.EXECUTION_STATE_QUEUED:
+            self.mark_finished(
+                local,
+                EX.EXECUTION_STATE_CANCELLED,
+                EX.ExecutionError(reason="CANCELLED_BY_USER", message=local.cancel_reason),
+            )
+        else:
+            local.tasks.append(asyncio.create_task(self._keep_cancelling(local)))
+        return local.snapshot()
+
+    async def _keep_cancelling(self, local: LocalExecution) -> None:
+        """Cancels the run's Spark jobs until it ends: a job group's cancel reaches only the
+        jobs running at that moment, and the run may be about to start another."""
+        while not local.terminal:
+            self._spark.sparkContext.cancelJobGroup(local.group)
+            await asyncio.sleep(0.5)
+
+    async def cancel_all(self, reason: str) -> None:
+        for local in list(self._executions.values()):
+            await self.cancel(local, reason)
+
+    async def close(self, wait_seconds: float = 10.0) -> None:
+        """Stops what runs (its partial results are dropped) and lets the final states out."""
+        await self.cancel_all("the computing unit is shutting down")
+        tasks = [task for local in self._executions.values() for task in local.tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_seconds)
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _LoopReporter:
+    """Hands a run's reports (from its thread) to the manager on the event loop."""
+
+    manager: ExecutionManager
+    local: LocalExecution
+    loop: asyncio.AbstractEventLoop
+
+    def running(self) -> None:
+        self.loop.call_soon_threadsafe(self.manager.mark_running, self.local)
+
+    def progress(self, outputs: list[WrittenOutput]) -> None:
+        snapshot = [WrittenOutput(**vars(o)) for o in outputs]
+        self.loop.call_soon_threadsafe(self.manager.mark_progress, self.local, snapshot)
+
+    def finished(
+        self,
+        state: execution_pb2.ExecutionState.ValueType,
+        error: execution_pb2.ExecutionError | None,
+    ) -> None:
+        self.loop.call_soon_threadsafe(self.manager.mark_finished, self.local, state, error)

@@ -1,0 +1,41 @@
+"""Where an execution's tables live: deterministic, sanitized names and their properties.
+
+Per warehouse, results go to namespace `results` (one table per execution and
+materialized operator), statistics to `runtime_stats` and console messages to
+`console_logs` (one table per execution each). Names are lowercase letters,
+digits and '_', and end with a digest of the ids, so two ids that sanitize
+alike still get different tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+RESULTS = "results"
+RUNTIME_STATS = "runtime_stats"
+CONSOLE_LOGS = "console_logs"
+NAMESPACES = (RESULTS, RUNTIME_STATS, CONSOLE_LOGS)
+
+EXECUTION_ID = "texera.execution-id"
+WORKFLOW_ID = "texera.workflow-id"
+OPERATOR_ID = "texera.operator-id"
+OUTPUT_PORT = "texera.output-port"
+COMPUTING_UNIT_ID = "texera.computing-unit-id"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", text.lower())).strip("_")[:40] or "x"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8]
+
+
+def result_table(execution_id: str, operator_id: str) -> str:
+    return f"{_slug(execution_id)}__{_slug(operator_id)}_{_digest(execution_id, operator_id)}"
+
+
+def execution_table(execution_id: str) -> str:
+    """The name of an execution's runtime_stats and console_logs tables."""
+    return f"{_slug(execution_id)}_{_digest(execution_id)}"

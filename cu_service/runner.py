@@ -1,0 +1,245 @@
+"""Running one execution to its end, on a thread of its own (Spark calls block).
+
+It writes each materialized output in order, keeps the operators' statistics
+and console messages, and reports progress and the final state through its
+Reporter. If anything fails or the execution is cancelled, every result table
+it created is dropped with its files (committed or not), so no partial result
+stays visible; statistics and console messages stay, to explain what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+import requests
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError, RESTError
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyspark.accumulators import Accumulator
+from pyspark.sql import SparkSession
+
+from cu_service.naming import NAMESPACES, RESULTS, result_table
+from cu_service.telemetry import OperatorStats, Telemetry
+from cu_service.workflow.compiler import CompiledWorkflow
+from cu_service.workflow.udf import ConsoleEntry, parse_failure
+from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
+from texera.lake.v1 import execution_pb2
+
+log = logging.getLogger("cu_service.runner")
+
+
+class Reporter(Protocol):
+    """Where a run reports to (the execution manager); called from the run's thread."""
+
+    def running(self) -> None: ...
+
+    def progress(self, outputs: list[WrittenOutput]) -> None: ...
+
+    def finished(
+        self,
+        state: execution_pb2.ExecutionState.ValueType,
+        error: execution_pb2.ExecutionError | None,
+    ) -> None: ...
+
+
+class Cancelled(Exception):
+    """The execution was asked to stop."""
+
+
+@dataclass
+class ExecutionRun:
+    execution_id: str
+    group: str
+    session: SparkSession
+    catalog: Catalog
+    compiled: CompiledWorkflow
+    console: Accumulator[list[ConsoleEntry]]
+    telemetry: Telemetry
+    policy: WritePolicy
+    table_properties: dict[str, str]
+    reporter: Reporter
+    cancel_reason: Callable[[], str | None]
+    outputs: dict[str, WrittenOutput] = field(default_factory=dict)
+
+    def __call__(self) -> None:
+        context = self.session.sparkContext
+        context.setJobGroup(self.group, f"execution {self.execution_id}", interruptOnCancel=True)
+        for operator_id in self.compiled.order:
+            facts = self.compiled.source_facts.get(operator_id)
+            stats = OperatorStats(operator_id)
+            if facts:
+                stats.input_rows = stats.output_rows = facts.rows
+                stats.input_bytes = facts.bytes
+            self.telemetry.stats[operator_id] = stats
+        try:
+            for namespace in NAMESPACES:
+                self.catalog.create_namespace_if_not_exists(namespace)
+            self.telemetry.open()
+            self.reporter.running()
+            self._write_outputs()
+        except BaseException as exc:
+            self._fail(exc)
+        else:
+            self.telemetry.log("INFO", f"execution {self.execution_id} succeeded")
+            self._close_telemetry()
+            self.reporter.finished(execution_pb2.EXECUTION_STATE_SUCCEEDED, None)
+        finally:
+            context.setJobGroup("", "")
+
+    def _write_outputs(self) -> None:
+        writer = OutputWriter(
+            catalog=self.catalog,
+            execution_id=self.execution_id,
+            table_properties=self.table_properties,
+            policy=self.policy,
+            on_progress=self._progress,
+            check_cancelled=self._check_cancelled,
+        )
+        for operator_id in self.compiled.materialized:
+            self._check_cancelled()
+            for involved in self._lineage(operator_id):
+                self.telemetry.stats[involved].start()
+            output = self.outputs[operator_id] = WrittenOutput(
+                operator_id, RESULTS, result_table(self.execution_id, operator_id)
+            )
+            writer.write(operator_id, self.compiled.frames[operator_id], output)
+            for involved in self._lineage(operator_id):
+                self.telemetry.stats[involved].end("COMPLETED")
+            self._collect_console()
+            self._count_inputs()
+            stats = self.telemetry.stats[operator_id]
+            stats.output_rows, stats.output_bytes = output.rows, output.bytes
+            self.telemetry.log(
+                "INFO",
+                f"operator {operator_id}: {output.rows} rows in {output.files} files, {output.commits} commit(s)",
+                operator_id=operator_id,
+            )
+
+    def _check_cancelled(self) -> None:
+        if (reason := self.cancel_reason()) is not None:
+            raise Cancelled(reason)
+
+    def _count_inputs(self) -> None:
+        """An operator read what its inputs produced, where that is known."""
+        stats = self.telemetry.stats
+        for operator_id, inputs in self.compiled.inputs.items():
+            if inputs and all(stats[i].output_rows for i in inputs):
+                stats[operator_id].input_rows = sum(stats[i].output_rows for i in inputs)
+
+    def _lineage(self, operator_id: str) -> list[str]:
+        """The operator and every operator it reads from, directly or not."""
+        found, pending = [], [operator_id]
+        while pending:
+            current = pending.pop()
+            if current not in found:
+                found.append(current)
+                pending += self.compiled.inputs.get(current, [])
+        return found
+
+    def _progress(self, output: WrittenOutput) -> None:
+        self.reporter.progress(list(self.outputs.values()))
+
+    def _collect_console(self) -> None:
+        entries = list(self.console.value)
+        self.console.value = []
+        if entries:
+            self.telemetry.console(entries)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._collect_console()
+        cancelled = self.cancel_reason()
+        failure = parse_failure(str(exc))
+        if cancelled is not None:
+            state = execution_pb2.EXECUTION_STATE_CANCELLED
+            error = execution_pb2.ExecutionError(
+                reason="CANCELLED_BY_USER", message=cancelled or "cancelled"
+            )
+            self.telemetry.log("WARNING", f"execution cancelled: {error.message}")
+        elif failure is not None:
+            state = execution_pb2.EXECUTION_STATE_FAILED
+            error = execution_pb2.ExecutionError(
+                reason="OPERATOR_FAILED", message=failure.error, operator_id=failure.operator_id
+            )
+            if failure.printed:
+                self.telemetry.console(
+                    [
+                        ConsoleEntry(failure.operator_id, datetime.now(UTC), "INFO", line)
+                        for line in failure.printed.splitlines()
+                    ]
+                )
+            self.telemetry.log(
+                "ERROR", failure.error, operator_id=failure.operator_id, traceback=failure.traceback
+            )
+        else:
+            state = execution_pb2.EXECUTION_STATE_FAILED
+            error = execution_pb2.ExecutionError(reason=_reason(exc), message=_summary(exc))
+            log.error("execution failed", exc_info=exc, extra={"execution_id": self.execution_id})
+            self.telemetry.log(
+                "ERROR", error.message, traceback="".join(traceback.format_exception(exc))
+            )
+        for stats in self.telemetry.stats.values():
+            stats.end(
+                "CANCELLED" if cancelled is not None or stats.state == "PENDING" else "FAILED"
+            )
+        self._drop_results()
+        self._close_telemetry()
+        self.reporter.finished(state, error)
+
+    def _drop_results(self) -> None:
+        """Drops every result table this run created, and files left under their data folders."""
+        for output in self.outputs.values():
+            identifier = (output.namespace, output.table_name)
+            try:
+                table = self.catalog.load_table(identifier)
+                properties = dict(table.io.properties)
+                self.catalog.purge_table(identifier)
+                _delete_folder(properties, f"{output.location}/data/{self.execution_id}")
+            except NoSuchTableError:
+                pass
+            except Exception:  # best effort: the execution's state matters more
+                log.exception(
+                    "could not clean up a result table", extra={"table": ".".join(identifier)}
+                )
+            output.rows = output.files = output.bytes = output.snapshot_id = 0
+            output.committed_rows = output.committed_files = 0
+
+    def _close_telemetry(self) -> None:
+        try:
+            self.telemetry.close()
+        except Exception:
+            log.exception(
+                "could not write the last telemetry", extra={"execution_id": self.execution_id}
+            )
+
+
+def _delete_folder(io_properties: dict[str, str], location: str) -> None:
+    scheme, netloc, path = PyArrowFileIO.parse_location(location)
+    filesystem = PyArrowFileIO(io_properties).fs_by_scheme(scheme, netloc)
+    try:
+        filesystem.delete_dir_contents(path, missing_dir_ok=True)
+    except OSError:
+        log.warning("could not delete uncommitted files", extra={"location": location})
+
+
+def _reason(exc: BaseException) -> str:
+    """The machine-readable cause of a failure that is not an operator's."""
+    if isinstance(exc, RESTError | requests.RequestException):
+        return "CATALOG_UNAVAILABLE"
+    if isinstance(exc, OSError):  # pyarrow's storage errors
+        return "STORAGE_UNAVAILABLE"
+    return "EXECUTION_FAILED"
+
+
+def _summary(exc: BaseException) -> str:
+    """One line about a failure, without Java stack traces."""
+    text = str(exc).strip()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith(("at ", "An error occurred while calling")) and line != ":":
+            return line[:1000]
+    return type(exc).__name__

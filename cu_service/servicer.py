@@ -1,0 +1,152 @@
+"""ExecutionService on a computing unit.
+
+Executions this unit runs are answered from its own memory; others (finished
+ones from before a restart, or ones on another unit) from the registry's
+ledger, which checks that the caller owns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cu_service.manager import TERMINAL, ExecutionManager, LocalExecution
+from cu_service.registry import RegistryClient
+from service_runtime.callers import require_user
+from service_runtime.errors import FieldViolations, ServiceError, not_found
+from service_runtime.identifiers import IDENTIFIER
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    registry_service_pb2,
+)
+
+es = execution_service_pb2
+
+
+def _check_id(execution_id: str) -> None:
+    violations = FieldViolations()
+    violations.check(
+        bool(IDENTIFIER.match(execution_id)),
+        "execution_id",
+        "must be 1 to 64 letters, digits, '_' or '-'",
+    )
+    violations.raise_if_any()
+
+
+@dataclass
+class UnitParts:
+    """What the servicer needs, there once the unit has started (Spark takes seconds)."""
+
+    manager: ExecutionManager | None = None
+    registry: RegistryClient | None = None
+
+
+class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
+    def __init__(self, parts: UnitParts) -> None:
+        self._parts = parts
+
+    @property
+    def _manager(self) -> ExecutionManager:
+        if self._parts.manager is None:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the computing unit is still starting")
+        return self._parts.manager
+
+    @property
+    def _registry(self) -> RegistryClient:
+        if self._parts.registry is None:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the computing unit is still starting")
+        return self._parts.registry
+
+    def _local(self, execution_id: str, owner: str) -> LocalExecution | None:
+        local = self._manager.get(execution_id)
+        if local is not None and local.owner != owner:
+            raise not_found(f"execution {execution_id}")
+        return local
+
+    async def _recorded(self, execution_id: str) -> execution_pb2.Execution:
+        return (await self._registry.resolve_execution(execution_id)).execution
+
+    def _elsewhere(self, execution: execution_pb2.Execution) -> ServiceError:
+        return ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"execution {execution.execution_id} runs on computing unit {execution.computing_unit_id}",
+            reason="EXECUTION_ON_ANOTHER_UNIT",
+            metadata={"computing_unit_id": execution.computing_unit_id},
+        )
+
+    async def SubmitExecution(
+        self, request: es.SubmitExecutionRequest, context: Any
+    ) -> es.SubmitExecutionResponse:
+        owner = require_user().user_id
+        return es.SubmitExecutionResponse(execution=await self._manager.submit(request, owner))
+
+    async def GetExecution(
+        self, request: es.GetExecutionRequest, context: Any
+    ) -> es.GetExecutionResponse:
+        owner = require_user().user_id
+        _check_id(request.execution_id)
+        local = self._local(request.execution_id, owner)
+        execution = local.snapshot() if local else await self._recorded(request.execution_id)
+        return es.GetExecutionResponse(execution=execution)
+
+    async def ListExecutions(
+        self, request: es.ListExecutionsRequest, context: Any
+    ) -> es.ListExecutionsResponse:
+        require_user()
+        listed = await self._registry.list_executions(
+            registry_service_pb2.ListExecutionRecordsRequest(
+                page_size=request.page_size,
+                page_token=request.page_token,
+                warehouse_id=request.warehouse_id,
+                states=request.states,
+            )
+        )
+        executions = []
+        for recorded in listed.executions:  # what runs here is fresher here
+            local = self._manager.get(recorded.execution_id)
+            executions.append(local.snapshot() if local else recorded)
+        return es.ListExecutionsResponse(
+            executions=executions, next_page_token=listed.next_page_token
+        )
+
+    async def WatchExecution(
+        self, request: es.WatchExecutionRequest, context: Any
+    ) -> AsyncIterator[es.WatchExecutionResponse]:
+        owner = require_user().user_id
+        _check_id(request.execution_id)
+        local = self._local(request.execution_id, owner)
+        if local is None:
+            recorded = await self._recorded(request.execution_id)
+            if recorded.state not in TERMINAL:
+                raise self._elsewhere(recorded)
+            yield es.WatchExecutionResponse(execution=recorded, event_time=recorded.end_time)
+            return
+        async for execution in self._manager.watch(local):
+            now = Timestamp()
+            now.GetCurrentTime()
+            yield es.WatchExecutionResponse(execution=execution, event_time=now)
+
+    async def CancelExecution(
+        self, request: es.CancelExecutionRequest, context: Any
+    ) -> es.CancelExecutionResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        violations.check(
+            bool(IDENTIFIER.match(request.execution_id)), "execution_id", "must be an execution id"
+        )
+        violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
+        violations.raise_if_any()
+        local = self._local(request.execution_id, owner)
+        if local is None:
+            recorded = await self._recorded(request.execution_id)
+            if recorded.state not in TERMINAL:
+                raise self._elsewhere(recorded)
+            return es.CancelExecutionResponse(execution=recorded)
+        execution = await self._manager.cancel(local, request.reason)
+        return es.CancelExecutionResponse(execution=execution)

@@ -1,0 +1,1 @@
+"""Workflows: static checks, and compilation to Spark DataFrames."""

@@ -1,0 +1,138 @@
+"""Writing a Spark partition as Iceberg data files, inside the Spark task (executor side).
+
+Each task streams its Arrow batches into Parquet files directly in the
+table's storage, rolling over to a new file at the target size, and returns
+one row per file with what the driver needs to commit it: path, size and the
+column statistics Iceberg keeps. File names carry a fresh UUID per file, so no
+two tasks (nor two attempts of one task) ever write the same file.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.fileformat import FileFormatFactory
+from pyiceberg.io.pyarrow import (
+    _get_parquet_writer_kwargs,
+    _to_requested_schema,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import FileFormat
+from pyiceberg.schema import Schema, sanitize_column_names
+from pyiceberg.table.metadata import TableMetadata
+from pyspark import TaskContext
+
+from cu_service.table_access import TableAccess, TaskFileIO
+
+#: The schema of what write_partition yields: one pickled file description per row.
+FILES_SCHEMA = "file binary"
+_FILES_ARROW = pa.schema([("file", pa.binary())])
+_PARQUET = FileFormatFactory.get(FileFormat.PARQUET)
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What every task of one write needs; picklable."""
+
+    access: TableAccess
+    #: Where the files go: ``<table location>/data/<execution id>``.
+    data_location: str
+    target_file_size: int
+    row_group_rows: int = 262_144
+
+
+class _RollingParquetWriter:
+    """Parquet files of one task, each rolled over once it reaches the target size."""
+
+    def __init__(self, spec: WriteSpec, metadata: TableMetadata, file_schema: Schema) -> None:
+        self._spec = spec
+        self._io = TaskFileIO(spec.access, spec.data_location)
+        self._file_schema = file_schema
+        self._writer_kwargs = _get_parquet_writer_kwargs(metadata.properties)
+        self._stats_plan = compute_statistics_plan(file_schema, metadata.properties)
+        self._column_mapping = parquet_path_to_id_mapping(file_schema)
+        self._writer: pq.ParquetWriter | None = None
+        self._stream: Any = None
+        self._path = ""
+        context = TaskContext.get()
+        self._task = (
+            f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
+        )
+        self.files: list[dict[str, Any]] = []
+
+    def write(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._path = f"{self._spec.data_location}/{self._task}-{uuid.uuid4().hex}.parquet"
+            filesystem, path = self._io.filesystem(self._path)
+            self._stream = filesystem.open_output_stream(path)
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                schema=table.schema,
+                store_decimal_as_integer=True,
+                **self._writer_kwargs,
+            )
+        self._writer.write_table(table, row_group_size=max(len(table), 1))
+        if self._stream.tell() >= self._spec.target_file_size:
+            self.close_file()
+
+    def close_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        size = self._stream.tell()
+        self._stream.close()
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=self._writer.writer.metadata,
+            stats_columns=self._stats_plan,
+            parquet_column_mapping=self._column_mapping,
+        )
+        self.files.append(
+            {"file_path": self._path, "file_size_in_bytes": size, **statistics.to_serialized_dict()}
+        )
+        self._writer = None
+
+
+def write_partition(spec: WriteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function of a write: consumes a partition, yields its files."""
+    metadata = spec.access.metadata()
+    table_schema = metadata.schema()
+    file_schema = sanitize_column_names(table_schema)
+    writer = _RollingParquetWriter(spec, metadata, file_schema)
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    batch_schema: Schema | None = None
+
+    def flush() -> None:
+        nonlocal pending, pending_rows
+        if pending and batch_schema is not None:
+            converted = [
+                _to_requested_schema(
+                    file_schema, batch_schema, batch, include_field_ids=True, format_model=_PARQUET
+                )
+                for batch in pending
+            ]
+            writer.write(pa.Table.from_batches(converted))
+            pending, pending_rows = [], 0
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if batch_schema is None:
+            batch_schema = pyarrow_to_schema(batch.schema, name_mapping=table_schema.name_mapping)
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        if pending_rows >= spec.row_group_rows:  # one row group per flush
+            flush()
+    flush()
+    writer.close_file()
+    for described in writer.files:
+        yield pa.RecordBatch.from_pydict({"file": [pickle.dumps(described)]}, schema=_FILES_ARROW)

@@ -1,0 +1,92 @@
+"""Submitting workflows to a computing unit and following them, as a client does."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from embedded_stack.stack import Stack
+from tests.integration.mesh import Metadata, bearer
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    workflow_pb2,
+)
+
+es = execution_service_pb2
+TERMINAL = {
+    execution_pb2.EXECUTION_STATE_SUCCEEDED,
+    execution_pb2.EXECUTION_STATE_FAILED,
+    execution_pb2.EXECUTION_STATE_CANCELLED,
+}
+
+
+def workflow(operators: list[dict[str, Any]], workflow_id: str = "wf") -> workflow_pb2.Workflow:
+    return json_format.ParseDict(
+        {"workflow_id": workflow_id, "operators": operators}, workflow_pb2.Workflow()
+    )
+
+
+def state_name(execution: execution_pb2.Execution) -> str:
+    return execution_pb2.ExecutionState.Name(execution.state).removeprefix("EXECUTION_STATE_")
+
+
+@dataclass
+class UnitClient:
+    stub: execution_service_pb2_grpc.ExecutionServiceStub
+    metadata: Metadata
+
+    def submit(
+        self, warehouse_id: str, flow: workflow_pb2.Workflow, **fields: Any
+    ) -> execution_pb2.Execution:
+        request = es.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow, **fields)
+        return self.stub.SubmitExecution(request, metadata=self.metadata, timeout=180).execution
+
+    def get(self, execution_id: str) -> execution_pb2.Execution:
+        request = es.GetExecutionRequest(execution_id=execution_id)
+        return self.stub.GetExecution(request, metadata=self.metadata, timeout=60).execution
+
+    def cancel(self, execution_id: str, reason: str = "") -> execution_pb2.Execution:
+        request = es.CancelExecutionRequest(execution_id=execution_id, reason=reason)
+        return self.stub.CancelExecution(request, metadata=self.metadata, timeout=60).execution
+
+    def watch(self, execution_id: str, timeout: float = 300) -> list[execution_pb2.Execution]:
+        request = es.WatchExecutionRequest(execution_id=execution_id)
+        return [
+            r.execution
+            for r in self.stub.WatchExecution(request, metadata=self.metadata, timeout=timeout)
+        ]
+
+    def finish(self, execution_id: str, timeout: float = 300) -> execution_pb2.Execution:
+        """Watches the execution to its end."""
+        return self.watch(execution_id, timeout)[-1]
+
+    def wait_for_state(
+        self, execution_id: str, state: int, timeout: float = 120
+    ) -> execution_pb2.Execution:
+        deadline = time.monotonic() + timeout
+        while True:
+            execution = self.get(execution_id)
+            if (
+                execution.state == state
+                or execution.state in TERMINAL
+                or time.monotonic() > deadline
+            ):
+                return execution
+            time.sleep(0.2)
+
+
+def unit_as(stack: Stack, user_id: str) -> UnitClient:
+    channel = grpc.insecure_channel(stack.target("cu-service"))
+    return UnitClient(
+        execution_service_pb2_grpc.ExecutionServiceStub(channel), bearer(stack.token(user_id))
+    )
+
+
+def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}

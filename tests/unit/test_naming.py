@@ -1,0 +1,20 @@
+"""Table names are deterministic, sanitized and distinct per (execution, operator)."""
+
+from __future__ import annotations
+
+import re
+
+from cu_service.naming import execution_table, result_table
+
+
+def test_names_are_deterministic_and_sanitized() -> None:
+    name = result_table("Exec-42", "Op.1/x")
+    assert name == result_table("Exec-42", "Op.1/x")
+    assert re.fullmatch(r"[a-z0-9_]+", name)
+    assert name.startswith("exec_42__op_1_x_")
+
+
+def test_ids_that_sanitize_alike_still_get_different_tables() -> None:
+    assert result_table("a-b", "op") != result_table("a_b", "op")
+    assert result_table("x", "Op") != result_table("x", "op")
+    assert execution_table("A") != execution_table("a")

@@ -1,0 +1,179 @@
+"""Static checks of workflows: every problem named by its field and operator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
+from cu_service.workflow.graph import validate
+from service_runtime.errors import ServiceError
+from texera.lake.v1 import workflow_pb2
+
+
+def flow(*operators: dict[str, Any]) -> workflow_pb2.Workflow:
+    return json_format.ParseDict({"operators": list(operators)}, workflow_pb2.Workflow())
+
+
+def problems(workflow: workflow_pb2.Workflow) -> dict[str, str]:
+    with pytest.raises(ServiceError) as raised:
+        validate(workflow)
+    return {v.field: v.description for v in raised.value.violations}
+
+
+SOURCE = {"operator_id": "src", "range_source": {"end": 5}}
+
+
+def test_a_valid_graph_comes_back_in_dependency_order() -> None:
+    order = validate(
+        flow(
+            {
+                "operator_id": "j",
+                "input_operator_ids": ["a", "b"],
+                "join": {"type": "JOIN_TYPE_CROSS"},
+                "materialize": True,
+            },
+            {"operator_id": "b", "range_source": {"end": 2}},
+            {"operator_id": "a", "input_operator_ids": ["src"], "filter": {"condition": "id > 1"}},
+            SOURCE,
+        )
+    )
+    assert order.index("src") < order.index("a") < order.index("j")
+    assert order.index("b") < order.index("j")
+
+
+def test_empty_and_unmaterialized_workflows_are_refused() -> None:
+    assert "workflow.operators" in problems(flow())
+    assert "no operator is materialized" in problems(flow(SOURCE))["workflow.operators"]
+
+
+def test_ids_must_be_well_formed_and_unique() -> None:
+    found = problems(
+        flow(
+            {**SOURCE, "operator_id": "bad id", "materialize": True},
+            {**SOURCE, "materialize": True},
+            SOURCE,
+        )
+    )
+    assert "workflow.operators[0].operator_id" in found
+    assert "used twice" in found["workflow.operators[2].operator_id"]
+
+
+def test_inputs_must_exist_and_match_the_operator_kind() -> None:
+    found = problems(
+        flow(
+            {**SOURCE, "input_operator_ids": ["x"]},
+            {
+                "operator_id": "f",
+                "input_operator_ids": ["ghost"],
+                "filter": {"condition": "true"},
+                "materialize": True,
+            },
+            {
+                "operator_id": "j",
+                "input_operator_ids": ["src"],
+                "join": {"type": "JOIN_TYPE_CROSS"},
+            },
+        )
+    )
+    assert "takes 0 input(s)" in found["workflow.operators[0].input_operator_ids"]
+    assert "'ghost'" in found["workflow.operators[1].input_operator_ids[0]"]
+    assert "takes 2 input(s), has 1" in found["workflow.operators[2].input_operator_ids"]
+
+
+def test_cycles_name_every_operator_on_them() -> None:
+    found = problems(
+        flow(
+            {
+                "operator_id": "a",
+                "input_operator_ids": ["c"],
+                "filter": {"condition": "true"},
+                "materialize": True,
+            },
+            {"operator_id": "b", "input_operator_ids": ["a"], "filter": {"condition": "true"}},
+            {"operator_id": "c", "input_operator_ids": ["b"], "filter": {"condition": "true"}},
+            SOURCE,
+        )
+    )
+    assert set(found) == {f"workflow.operators[{i}].input_operator_ids" for i in range(3)}
+    assert all("cycle" in description for description in found.values())
+
+
+@pytest.mark.parametrize(
+    ("operator", "field"),
+    [
+        ({"filter": {"condition": " "}}, "filter.condition"),
+        ({"projection": {}}, "projection.columns"),
+        (
+            {"aggregate": {"aggregations": [{"function": "AGGREGATE_FUNCTION_SUM", "alias": "s"}]}},
+            "aggregate.aggregations[0].column",
+        ),
+        (
+            {"aggregate": {"aggregations": [{"function": "AGGREGATE_FUNCTION_COUNT"}]}},
+            "aggregate.aggregations[0].alias",
+        ),
+        ({"sort": {}}, "sort.keys"),
+        ({"limit": {"count": -1}}, "limit.count"),
+        ({"sql_query": {"query": ""}}, "sql_query.query"),
+        (
+            {
+                "python_udf": {
+                    "code": "def other(b):\n    yield from b\n",
+                    "output_columns": [{"name": "x", "data_type": "int"}],
+                }
+            },
+            "python_udf.function_name",
+        ),
+        (
+            {
+                "python_udf": {
+                    "code": "def process(:\n",
+                    "output_columns": [{"name": "x", "data_type": "int"}],
+                }
+            },
+            "python_udf.code",
+        ),
+    ],
+)
+def test_required_fields_of_transforms(operator: dict[str, Any], field: str) -> None:
+    found = problems(
+        flow(
+            SOURCE,
+            {"operator_id": "t", "input_operator_ids": ["src"], "materialize": True, **operator},
+        )
+    )
+    assert f"workflow.operators[1].{field}" in found
+    assert "operator 't'" in found[f"workflow.operators[1].{field}"]
+
+
+@pytest.mark.parametrize(
+    ("source", "field"),
+    [
+        (
+            {
+                "inline_source": {
+                    "columns": [
+                        {"name": "a", "data_type": "int"},
+                        {"name": "a", "data_type": "int"},
+                    ]
+                }
+            },
+            "inline_source.columns[1].name",
+        ),
+        (
+            {"inline_source": {"columns": [{"name": "a", "data_type": "int"}], "rows": [[1, 2]]}},
+            "inline_source.rows[0]",
+        ),
+        (
+            {"file_source": {"format": "FILE_FORMAT_CSV", "path": "relative/path.csv"}},
+            "file_source.path",
+        ),
+        ({"file_source": {"path": "/data/x.parquet"}}, "file_source.format"),
+        ({"iceberg_table_source": {}}, "iceberg_table_source.table"),
+        ({"range_source": {"partitions": -2}}, "range_source.partitions"),
+    ],
+)
+def test_required_fields_of_sources(source: dict[str, Any], field: str) -> None:
+    found = problems(flow({"operator_id": "s", "materialize": True, **source}))
+    assert f"workflow.operators[0].{field}" in found
