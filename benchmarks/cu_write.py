@@ -25,17 +25,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
-from google.protobuf import json_format
 from pyarrow import fs
 from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pyiceberg.catalog.rest import RestCatalog
 
+from benchmarks.mesh import USER, create_warehouse, plan, run_execution, user_catalog
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
@@ -43,77 +41,12 @@ from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from embedded_stack.warehouse_request import create_warehouse_request
 from texera.lake.v1 import (
-    execution_pb2,
-    execution_service_pb2,
-    execution_service_pb2_grpc,
     warehouse_pb2,
-    warehouse_service_pb2_grpc,
     workflow_pb2,
 )
 
-USER = "bench"
 UPSTREAM_BATCH = 4096
-
-
-def plan(rows: int) -> workflow_pb2.Workflow:
-    """A range with a few computed columns: cheap to compute, so writing dominates."""
-    return json_format.ParseDict(
-        {
-            "workflow_id": "write-benchmark",
-            "operators": [
-                {"operator_id": "numbers", "range_source": {"end": rows, "partitions": 8}},
-                {
-                    "operator_id": "rows",
-                    "input_operator_ids": ["numbers"],
-                    "projection": {
-                        "columns": [
-                            {"expression": "id"},
-                            {"expression": "id % 97", "alias": "bucket"},
-                            {"expression": "id * 0.5", "alias": "half"},
-                            {"expression": "concat('row-', id)", "alias": "label"},
-                        ]
-                    },
-                    "materialize": True,
-                },
-            ],
-        },
-        workflow_pb2.Workflow(),
-    )
-
-
-def create_warehouse(stack: Stack, grant: BucketGrant) -> warehouse_pb2.Warehouse:
-    stub = warehouse_service_pb2_grpc.WarehouseServiceStub(
-        grpc.insecure_channel(stack.target("warehouse-service"))
-    )
-    request = create_warehouse_request(grant, name="benchmark")
-    metadata = (("authorization", f"Bearer {stack.token(USER)}"),)
-    return stub.CreateWarehouse(request, metadata=metadata, timeout=60).warehouse
-
-
-def run_ours(
-    stack: Stack, warehouse_id: str, flow: workflow_pb2.Workflow
-) -> tuple[float, execution_pb2.Execution]:
-    stub = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.target("cu-service"))
-    )
-    metadata = (("authorization", f"Bearer {stack.token(USER)}"),)
-    started = time.perf_counter()
-    submitted = stub.SubmitExecution(
-        execution_service_pb2.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow),
-        metadata=metadata,
-        timeout=600,
-    ).execution
-    final = None
-    watch = execution_service_pb2.WatchExecutionRequest(execution_id=submitted.execution_id)
-    for event in stub.WatchExecution(watch, metadata=metadata, timeout=3600):
-        final = event.execution
-    elapsed = time.perf_counter() - started
-    assert final is not None
-    if final.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
-        raise SystemExit(f"the execution did not succeed: {final.error}")
-    return elapsed, final
 
 
 def write_plain_parquet(
@@ -161,9 +94,7 @@ def run_floor(
 def run_upstream(
     stack: Stack, warehouse: warehouse_pb2.Warehouse, slice_rows: int
 ) -> tuple[float, int]:
-    catalog = RestCatalog(
-        "upstream", uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
-    )
+    catalog = user_catalog(stack, warehouse, "upstream")
     catalog.create_namespace_if_not_exists("upstream")
     schema = pa.schema(
         [("id", pa.int64()), ("bucket", pa.int64()), ("half", pa.float64()), ("label", pa.string())]
@@ -201,21 +132,19 @@ def main() -> None:
         warehouse = create_warehouse(stack, grant)
         spark = start_spark(ComputingUnitSettings(spark_master="local[*]"))
         print(f"warming up with {args.rows:,} rows ...", flush=True)
-        run_ours(stack, warehouse.warehouse_id, flow)
+        run_execution(stack, warehouse.warehouse_id, flow)
         run_floor(spark, grant, flow, args.rows)
         ours, floor = [], []
         final = None
         for run in range(args.runs):
-            elapsed, final = run_ours(stack, warehouse.warehouse_id, flow)
+            elapsed, final = run_execution(stack, warehouse.warehouse_id, flow)
             ours.append(elapsed)
             floor.append(run_floor(spark, grant, flow, args.rows))
             print(f"  run {run + 1}: ours {ours[-1]:.1f} s, floor {floor[-1]:.1f} s", flush=True)
         spark.stop()
         assert final is not None
         [output] = final.outputs
-        catalog = RestCatalog(
-            "check", uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
-        )
+        catalog = user_catalog(stack, warehouse, "check")
         table = catalog.load_table((output.namespace, output.table_name))
         assert output.row_count == args.rows
         print(f"upstream pattern on {args.slice_rows:,} rows ...", flush=True)

@@ -7,8 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from catalog_map.backends import CatalogFactory
-from catalog_map.cache import CatalogMap
+from catalog_map.settings import new_catalog_map
 from cu_service.lease import heartbeat_forever, register
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
@@ -31,12 +30,7 @@ def build() -> ServiceProcess:
         registry = RegistryClient(
             settings.registry_target, settings.computing_unit_id, settings.jwt_secret
         )
-        catalogs = CatalogMap(
-            registry.resolve_warehouse,
-            CatalogFactory().build,
-            max_entries=settings.catalog_cache_size,
-            idle_seconds=settings.catalog_idle_seconds,
-        )
+        catalogs = new_catalog_map(settings, registry)
         manager = ExecutionManager(spark, registry, catalogs, settings)
         closers.extend([spark.stop, catalogs.close])
         endpoint = settings.address(settings.port)

@@ -8,7 +8,8 @@ thread of its own as its own Spark job group; the rest wait in order.
 The execution's current view lives here, changed only on the event loop's
 thread; watchers see every change, and a sync task per execution sends the
 latest view to the registry, at most once a second, retrying until the final
-state has arrived.
+state has arrived. A final state is shown to callers only once the registry
+has recorded it: whoever sees SUCCEEDED can read the results at once.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from catalog_map.cache import CatalogMap
-from cu_service import naming
 from cu_service.registry import RegistryClient
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
@@ -40,6 +40,7 @@ from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, Work
 from cu_service.workflow.iceberg_source import read_table
 from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
 from cu_service.writer.output import WritePolicy, WrittenOutput
+from lake_tables import naming
 from service_runtime.errors import FieldViolation, FieldViolations, ServiceError, invalid_argument
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_service_pb2, workflow_pb2
@@ -88,6 +89,8 @@ class LocalExecution:
     fingerprint: str
     group: str
     cancel_reason: str | None = None
+    #: The final view, decided and waiting for the registry to record it before it is shown.
+    final: execution_pb2.Execution | None = None
     updated: asyncio.Event = field(default_factory=asyncio.Event)
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -98,7 +101,8 @@ class LocalExecution:
 
     @property
     def terminal(self) -> bool:
-        return self.execution.state in TERMINAL
+        """Its final state is decided (shown or still being recorded)."""
+        return self.final is not None or self.execution.state in TERMINAL
 
     def snapshot(self) -> execution_pb2.Execution:
         return _copy(self.execution)
@@ -377,13 +381,15 @@ class ExecutionManager:
         if local.terminal:
             return
         self._sample(local)  # the periodic sample may predate the last tasks
-        local.execution.state = state
-        local.execution.end_time.CopyFrom(_now())
+        final = local.snapshot()
+        final.state = state
+        final.end_time.CopyFrom(_now())
         if error is not None:
-            local.execution.error.CopyFrom(error)
+            final.error.CopyFrom(error)
         if state != EX.EXECUTION_STATE_SUCCEEDED:
-            del local.execution.outputs[:]  # dropped with the partial results
-        self._changed(local)
+            del final.outputs[:]  # dropped with the partial results
+        local.final = final
+        local.dirty.set()  # shown once the registry has it (see _sync)
         log.info(
             "execution ended",
             extra={
@@ -429,32 +435,40 @@ class ExecutionManager:
             self._changed(local)
 
     async def _sync(self, local: LocalExecution) -> None:
-        """Sends the latest view to the registry until the final state has arrived."""
+        """Sends the latest view to the registry until it has recorded the final state, then
+        shows that state."""
+        registry_ended = False
         while True:
             await local.dirty.wait()
             local.dirty.clear()
-            sent = local.snapshot()
-            try:
-                await self._registry.report(
-                    sent.execution_id,
-                    sent.state,
-                    error=sent.error if sent.HasField("error") else None,
-                    outputs=list(sent.outputs),
-                    progress=sent.progress,
-                )
-            except ServiceError as exc:
-                if exc.code == grpc.StatusCode.FAILED_PRECONDITION:
-                    # The registry ended it (this unit's lease lapsed): its word is final.
-                    await self.cancel(local, "the registry ended the execution: " + exc.message)
-                    return
-                log.warning(
-                    "could not report to the registry; retrying",
-                    extra={"execution_id": sent.execution_id, "code": exc.code.name},
-                )
-                local.dirty.set()
-                await asyncio.sleep(2.0)
-                continue
+            sent = local.final or local.snapshot()
+            if not registry_ended:
+                try:
+                    await self._registry.report(
+                        sent.execution_id,
+                        sent.state,
+                        error=sent.error if sent.HasField("error") else None,
+                        outputs=list(sent.outputs),
+                        progress=sent.progress,
+                    )
+                except ServiceError as exc:
+                    if exc.code == grpc.StatusCode.FAILED_PRECONDITION:
+                        # The registry ended it (this unit's lease lapsed): its word is final,
+                        # the run is stopped and its end is only shown here.
+                        registry_ended = True
+                        await self.cancel(local, "the registry ended the execution: " + exc.message)
+                        local.dirty.set()
+                        continue
+                    log.warning(
+                        "could not report to the registry; retrying",
+                        extra={"execution_id": sent.execution_id, "code": exc.code.name},
+                    )
+                    local.dirty.set()
+                    await asyncio.sleep(2.0)
+                    continue
             if sent.state in TERMINAL:
+                local.execution.CopyFrom(sent)
+                self._changed(local)
                 return
             await asyncio.sleep(1.0)  # at most one report a second; changes meanwhile are coalesced
 
@@ -479,9 +493,18 @@ class ExecutionManager:
                 EX.EXECUTION_STATE_CANCELLED,
                 EX.ExecutionError(reason="CANCELLED_BY_USER", message=local.cancel_reason),
             )
+            with contextlib.suppress(TimeoutError):  # the registry may be slow; then QUEUED
+                async with asyncio.timeout(10.0):
+                    await self._shown(local)
         else:
             local.tasks.append(asyncio.create_task(self._keep_cancelling(local)))
         return local.snapshot()
+
+    @staticmethod
+    async def _shown(local: LocalExecution) -> None:
+        """Waits until the final state is recorded and shown."""
+        while local.execution.state not in TERMINAL:
+            await local.updated.wait()
 
     async def _keep_cancelling(self, local: LocalExecution) -> None:
         """Cancels the run's Spark jobs until it ends: a job group's cancel reaches only the

@@ -1,63 +1,33 @@
 """The computing unit's calls to the warehouse registry.
 
 Calls made while serving a user's call (resolve, bind, list) carry that
-user's token through the propagating channel, so the registry checks the
-user's rights. Calls the unit makes on its own account (state updates,
-registration, heartbeats) carry a service token whose subject is the unit.
-Errors come back as ServiceError with the registry's code and details.
+user's token (see catalog_map.registry). Calls the unit makes on its own
+account (state updates, registration, heartbeats) carry a service token whose
+subject is the unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-import grpc
-
+from catalog_map.registry import RegistryReader
 from service_runtime.auth import SERVICE_ROLE, mint_token
-from service_runtime.errors import ServiceError
-from service_runtime.propagation import service_channel
-from texera.lake.v1 import execution_pb2, registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import execution_pb2, registry_service_pb2
 
-T = TypeVar("T")
 rs = registry_service_pb2
 
 
-class RegistryClient:
+class RegistryClient(RegistryReader):
     def __init__(
         self, target: str, unit_id: str, jwt_secret: str, timeout_seconds: float = 30.0
     ) -> None:
+        super().__init__(target, timeout_seconds)
         self.unit_id = unit_id
         self._secret = jwt_secret
-        self._timeout = timeout_seconds
-        self._channel = service_channel(target)
-        self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
-
-    async def close(self) -> None:
-        await self._channel.close()
 
     def _as_unit(self) -> tuple[tuple[str, str]]:
         token = mint_token(self._secret, self.unit_id, role=SERVICE_ROLE, ttl_seconds=300)
         return (("authorization", f"Bearer {token}"),)
 
-    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await call()
-        except grpc.aio.AioRpcError as exc:
-            raise ServiceError.relayed(exc) from exc
-
     # For the calling user ---------------------------------------------------------
-
-    async def resolve_warehouse(self, warehouse_id: str) -> rs.CatalogBinding:
-        request = rs.ResolveWarehouseRequest(warehouse_id=warehouse_id)
-        response = await self._call(
-            lambda: self._stub.ResolveWarehouse(request, timeout=self._timeout)
-        )
-        return response.binding
-
-    async def resolve_execution(self, execution_id: str) -> rs.ResolveExecutionResponse:
-        request = rs.ResolveExecutionRequest(execution_id=execution_id)
-        return await self._call(lambda: self._stub.ResolveExecution(request, timeout=self._timeout))
 
     async def bind(self, request: rs.BindExecutionRequest) -> rs.BindExecutionResponse:
         return await self._call(lambda: self._stub.BindExecution(request, timeout=self._timeout))

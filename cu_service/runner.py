@@ -23,11 +23,11 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
-from cu_service.naming import NAMESPACES, RESULTS, result_table
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
 from cu_service.workflow.udf import ConsoleEntry, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
+from lake_tables.naming import NAMESPACES, RESULTS, result_table
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")

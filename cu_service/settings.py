@@ -5,11 +5,12 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from service_runtime.config import ConfigError, ServerSettings, setting
+from catalog_map.settings import WarehouseClientSettings
+from service_runtime.config import ConfigError, setting
 
 
 @dataclass(frozen=True, repr=False)
-class ComputingUnitSettings(ServerSettings):
+class ComputingUnitSettings(WarehouseClientSettings):
     scope = "CU"
     port: int = setting("PORT", 50052, "gRPC port of the computing unit.", scoped=True)
     metrics_port: int = setting(
@@ -23,9 +24,6 @@ class ComputingUnitSettings(ServerSettings):
         "",
         "host:port at which other services reach this unit. Empty means HOST:PORT.",
         scoped=True,
-    )
-    registry_target: str = setting(
-        "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
     )
     spark_master: str = setting(
         "SPARK_MASTER",
@@ -62,12 +60,6 @@ class ComputingUnitSettings(ServerSettings):
         10.0,
         "How often runtime statistics and console messages are appended to their tables.",
         scoped=True,
-    )
-    catalog_cache_size: int = setting(
-        "CATALOG_CACHE_SIZE", 64, "Catalogs (one per warehouse) kept at most.", scoped=True
-    )
-    catalog_idle_seconds: float = setting(
-        "CATALOG_IDLE_SECONDS", 600.0, "A catalog unused this long is closed.", scoped=True
     )
 
     @property

@@ -13,12 +13,24 @@ import os
 import shutil
 import sys
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from cu_service.settings import ComputingUnitSettings
 from service_runtime.config import ConfigError
 
 log = logging.getLogger("cu_service.spark")
+
+
+#: The session time zone: Spark hands timestamps to Python (mapInArrow) as UTC.
+SESSION_TIME_ZONE = "UTC"
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of a DataFrame's batches in mapInArrow (timestamps in UTC)."""
+    return to_arrow_schema(schema, timezone=SESSION_TIME_ZONE)
 
 
 def start_spark(settings: ComputingUnitSettings) -> SparkSession:
@@ -37,7 +49,7 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         .appName(f"texera-lake-{settings.computing_unit_id}")
         .config("spark.driver.memory", settings.spark_driver_memory)
         .config("spark.scheduler.mode", "FAIR")
-        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
         .config("spark.sql.shuffle.partitions", str(cores * 2))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

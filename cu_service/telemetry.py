@@ -20,33 +20,11 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 
-from cu_service.naming import CONSOLE_LOGS, EXECUTION_ID, RUNTIME_STATS, execution_table
 from cu_service.workflow.udf import ConsoleEntry, clip
+from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RUNTIME_STATS, execution_table
+from lake_tables.telemetry import CONSOLE_SCHEMA, STATS_SCHEMA
 
 log = logging.getLogger("cu_service.telemetry")
-
-_TIME = pa.timestamp("us", tz="UTC")
-STATS_SCHEMA = pa.schema(
-    [
-        pa.field("operator_id", pa.string(), nullable=False),
-        pa.field("sample_time", _TIME, nullable=False),
-        pa.field("state", pa.string(), nullable=False),
-        pa.field("input_rows", pa.int64(), nullable=False),
-        pa.field("output_rows", pa.int64(), nullable=False),
-        pa.field("input_bytes", pa.int64(), nullable=False),
-        pa.field("output_bytes", pa.int64(), nullable=False),
-        pa.field("elapsed_ms", pa.int64(), nullable=False),
-    ]
-)
-CONSOLE_SCHEMA = pa.schema(
-    [
-        pa.field("operator_id", pa.string(), nullable=False),
-        pa.field("log_time", _TIME, nullable=False),
-        pa.field("level", pa.string(), nullable=False),
-        pa.field("message", pa.string(), nullable=False),
-        pa.field("traceback", pa.string(), nullable=False),
-    ]
-)
 
 
 @dataclass

@@ -283,6 +283,10 @@ class Stack:
         new = self.postgres.start() if part == "postgres" else self._start_catalog()
         self._processes[self._processes.index(old)] = new
 
+    def pid(self, part: str) -> int:
+        """The process id of a part (a service's name, "postgres", "dev-catalog", ...)."""
+        return self._part(part).pid
+
     def _part(self, name: str) -> ManagedProcess:
         return next(p for p in self._processes if p.name == name)
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from result_service.servicer import ResultServicer
 from result_service.settings import ResultServiceSettings
-from service_runtime.server import ServiceProcess, run_service
-from texera.lake.v1 import result_service_pb2
+from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 
 
 def build() -> ServiceProcess:
+    settings = ResultServiceSettings.from_env()
+    servicer = ResultServicer(settings)
     return ServiceProcess(
         name="result-service",
-        settings=ResultServiceSettings.from_env(),
-        pending_services=[result_service_pb2.DESCRIPTOR.services_by_name["ResultService"]],
+        settings=settings,
+        services=[ServiceBinding.of(servicer)],
+        on_start=servicer.start,
+        on_stop=servicer.stop,
     )
 
 

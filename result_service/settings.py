@@ -4,13 +4,55 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service_runtime.config import ServerSettings, setting
+from catalog_map.settings import WarehouseClientSettings
+from service_runtime.config import ConfigError, setting
 
 
 @dataclass(frozen=True, repr=False)
-class ResultServiceSettings(ServerSettings):
+class ResultServiceSettings(WarehouseClientSettings):
     scope = "RESULT"
     port: int = setting("PORT", 50053, "gRPC port of the result service.", scoped=True)
     metrics_port: int = setting(
         "METRICS_PORT", 9453, "Metrics port of the result service; 0 turns it off.", scoped=True
     )
+    stream_message_bytes: int = setting(
+        "STREAM_MESSAGE_BYTES",
+        2 * 1024 * 1024,
+        "Largest Arrow payload of one StreamResult message; batches are cut to fit.",
+        scoped=True,
+    )
+    read_ahead_files: int = setting(
+        "READ_AHEAD_FILES",
+        2,
+        "Data files a stream reads at once, ahead of the one it sends (memory grows with it).",
+        scoped=True,
+    )
+    read_threads: int = setting(
+        "READ_THREADS",
+        16,
+        "Threads for the catalog and storage work of pages and listings (streams have their own).",
+        scoped=True,
+    )
+    max_streams: int = setting(
+        "MAX_STREAMS",
+        64,
+        "StreamResult calls served at once; more are refused with RESOURCE_EXHAUSTED.",
+        scoped=True,
+    )
+    plan_cache_size: int = setting(
+        "PLAN_CACHE_SIZE",
+        256,
+        "Scan plans (the ordered data files of one snapshot and filter) kept for paging.",
+        scoped=True,
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        if self.stream_message_bytes < 64 * 1024:
+            raise ConfigError("TEXERA_LAKE_RESULT_STREAM_MESSAGE_BYTES must be at least 64 KiB")
+        if not 1 <= self.read_ahead_files <= 16:
+            raise ConfigError("TEXERA_LAKE_RESULT_READ_AHEAD_FILES must be 1 to 16")
+        if self.read_threads < 1 or self.max_streams < 1:
+            raise ConfigError(
+                "TEXERA_LAKE_RESULT_READ_THREADS and TEXERA_LAKE_RESULT_MAX_STREAMS must be at least 1"
+            )

@@ -16,13 +16,14 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from service_runtime import auth, metrics
+from service_runtime import auth, metrics, wire
 from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
@@ -41,17 +42,20 @@ class ServiceBinding:
 
     @classmethod
     def of(cls, servicer: Any) -> ServiceBinding:
-        """Binds a servicer via its generated base class (``<Name>Servicer`` in ``*_pb2_grpc``)."""
+        """Binds a servicer via its generated base class (``<Name>Servicer`` in ``*_pb2_grpc``).
+        Its handlers may return encoded messages as well as message objects (see wire)."""
         for base in type(servicer).__mro__:
-            module = sys.modules[base.__module__]
-            add = getattr(module, f"add_{base.__name__}_to_server", None)
-            if base.__module__.endswith("_pb2_grpc") and add is not None:
+            if base.__module__.endswith("_pb2_grpc") and base.__name__.endswith("Servicer"):
                 messages = importlib.import_module(base.__module__.removesuffix("_grpc"))
                 service = messages.DESCRIPTOR.services_by_name[
                     base.__name__.removesuffix("Servicer")
                 ]
-                return cls(service.full_name, servicer, add)
+                return cls(service.full_name, servicer, partial(_add, service=service))
         raise TypeError(f"{type(servicer).__name__} does not derive from a generated servicer")
+
+
+def _add(servicer: Any, server: grpc.aio.Server, *, service: ServiceDescriptor) -> None:
+    wire.add_service(servicer, service, server)
 
 
 @dataclass
@@ -72,14 +76,6 @@ class ServiceProcess:
     extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = field(default_factory=tuple)
 
 
-_HANDLER_FACTORIES = {
-    (False, False): grpc.unary_unary_rpc_method_handler,
-    (False, True): grpc.unary_stream_rpc_method_handler,
-    (True, False): grpc.stream_unary_rpc_method_handler,
-    (True, True): grpc.stream_stream_rpc_method_handler,
-}
-
-
 def _unimplemented(service: ServiceDescriptor) -> grpc.GenericRpcHandler:
     """Handlers for every method of a service that answer UNIMPLEMENTED after the
     interceptor has authenticated the caller."""
@@ -88,7 +84,7 @@ def _unimplemented(service: ServiceDescriptor) -> grpc.GenericRpcHandler:
         raise NotImplementedError
 
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        method.name: _HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)](not_yet)
+        method.name: wire.handler_factory(method.client_streaming, method.server_streaming)(not_yet)
         for method in service.methods
     }
     return grpc.method_handlers_generic_handler(service.full_name, handlers)

@@ -91,7 +91,10 @@ class Database:
             yield connection
         except DATABASE_DOWN as exc:
             log.warning("database call failed", extra={"error": type(exc).__name__})
-            connection.terminate()  # never hand a connection that saw an outage out again
+            # Never hand a connection that saw an outage out again (unless the pool has already
+            # taken it back, closed).
+            with contextlib.suppress(asyncpg.InterfaceError):
+                connection.terminate()
             raise unavailable() from exc
         finally:
             with contextlib.suppress(*DATABASE_DOWN):

@@ -19,9 +19,10 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from cu_service.table_access import TableAccess, TaskFileIO
+from cu_service.spark import arrow_schema
+from cu_service.table_access import TableAccess
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def read_tasks(spec: ScanSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     """The mapInArrow function: each input row is a pickled scan task of one data file."""
     metadata = spec.access.metadata()
     projected = Schema.model_validate_json(spec.projected_schema_json)
-    io = TaskFileIO(spec.access, metadata.location)
+    io = spec.access.file_io(metadata.location)
     for batch in batches:
         for task_bytes in batch.column("task").to_pylist():
             task = pickle.loads(task_bytes)  # noqa: S301 - planned by our own driver
@@ -57,7 +58,7 @@ def read_table(
     spec = ScanSpec(
         TableAccess.of(catalog, table),
         scan.projection().model_dump_json(),
-        to_arrow_schema(spark_schema),
+        arrow_schema(spark_schema),
     )
     rows = session.sparkContext.parallelize([(task,) for task in tasks], max(len(tasks), 1))
     planned = session.createDataFrame(rows, "task binary")

@@ -9,7 +9,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
-from cu_service.naming import EXECUTION_ID
+from lake_tables.naming import EXECUTION_ID
 
 
 def data_file(described: dict[str, Any], spec_id: int) -> DataFile:

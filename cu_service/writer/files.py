@@ -31,7 +31,7 @@ from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table.metadata import TableMetadata
 from pyspark import TaskContext
 
-from cu_service.table_access import TableAccess, TaskFileIO
+from cu_service.table_access import TableAccess
 
 #: The schema of what write_partition yields: one pickled file description per row.
 FILES_SCHEMA = "file binary"
@@ -55,7 +55,7 @@ class _RollingParquetWriter:
 
     def __init__(self, spec: WriteSpec, metadata: TableMetadata, file_schema: Schema) -> None:
         self._spec = spec
-        self._io = TaskFileIO(spec.access, spec.data_location)
+        self._io = spec.access.file_io(spec.data_location)
         self._file_schema = file_schema
         self._writer_kwargs = _get_parquet_writer_kwargs(metadata.properties)
         self._stats_plan = compute_statistics_plan(file_schema, metadata.properties)

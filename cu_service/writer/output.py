@@ -22,12 +22,12 @@ from typing import Any
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, Row
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from cu_service.naming import RESULTS, result_table
+from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
 from cu_service.writer.commit import commit
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
+from lake_tables.naming import RESULTS, result_table
 
 log = logging.getLogger("cu_service.writer")
 
@@ -85,7 +85,7 @@ class OutputWriter:
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
         table = self._catalog.create_table(
             identifier,
-            schema=to_arrow_schema(frame.schema),
+            schema=arrow_schema(frame.schema),
             properties={**self._properties, "texera.operator-id": operator_id},
         )
         output.location = table.location()

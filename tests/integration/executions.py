@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
 
+from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
-from tests.integration.mesh import Metadata, bearer
+from tests.integration.mesh import Metadata, bearer, create_warehouse, user
 from texera.lake.v1 import (
     execution_pb2,
     execution_service_pb2,
@@ -90,3 +92,11 @@ def unit_as(stack: Stack, user_id: str) -> UnitClient:
 
 def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}
+
+
+def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:
+    """A user with a warehouse on a bucket of their own."""
+    user_id = f"{name}-{uuid.uuid4().hex[:6]}"
+    grant = stack.provision_bucket(name)
+    warehouse = create_warehouse(user(stack, user_id), grant)
+    return unit_as(stack, user_id), warehouse.warehouse_id, grant

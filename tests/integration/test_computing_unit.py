@@ -14,16 +14,22 @@ import pytest
 import requests
 from pyspark.sql import SparkSession
 
-from cu_service.naming import result_table
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
 from cu_service.workflow.udf import ConsoleParam
-from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
+from lake_tables.naming import result_table
 from tests.integration.catalog_client import management, rest_catalog
-from tests.integration.executions import UnitClient, state_name, udf, unit_as, workflow
-from tests.integration.mesh import bad_fields, computing_unit, create_warehouse, refused, user
+from tests.integration.executions import (
+    UnitClient,
+    new_user,
+    state_name,
+    udf,
+    unit_as,
+    workflow,
+)
+from tests.integration.mesh import bad_fields, computing_unit, refused, user
 from texera.lake.v1 import execution_pb2, registry_service_pb2, warehouse_service_pb2, workflow_pb2
 
 pytestmark = pytest.mark.integration
@@ -143,14 +149,6 @@ def expected_rows(
 
 def _sorted(table: pa.Table) -> list[dict[str, Any]]:
     return sorted(table.to_pylist(), key=lambda row: [str(v) for v in row.values()])
-
-
-def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:
-    """A user with a warehouse on a bucket of their own."""
-    user_id = f"{name}-{uuid.uuid4().hex[:6]}"
-    grant = stack.provision_bucket(name)
-    warehouse = create_warehouse(user(stack, user_id), grant)
-    return unit_as(stack, user_id), warehouse.warehouse_id, grant
 
 
 def test_concurrent_executions_land_in_their_own_buckets_exactly_as_spark_computes(

@@ -88,7 +88,7 @@ def test_ctrl_c_stops_the_stack_and_every_process_it_started(tmp_path: Path) -> 
         output = _wait_for_line(stack, "Press Ctrl-C to stop.")
         assert any("(public endpoint)" in line for line in output)
         descendants = psutil.Process(stack.pid).children(recursive=True)
-        names = " ".join(" ".join(child.cmdline()) for child in descendants)
+        names = " ".join(_command_line(child) for child in descendants)
         for part in (
             "postgres",
             "moto.server",
@@ -105,6 +105,14 @@ def test_ctrl_c_stops_the_stack_and_every_process_it_started(tmp_path: Path) -> 
         assert not (tmp_path / "stack.json").exists()
     finally:
         stack.kill()
+
+
+def _command_line(process: psutil.Process) -> str:
+    """The process's command line; empty for one that has just ended (a short-lived helper)."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
 
 
 def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from cu_service.naming import execution_table, result_table
+from lake_tables.naming import execution_table, result_table
 
 
 def test_names_are_deterministic_and_sanitized() -> None:

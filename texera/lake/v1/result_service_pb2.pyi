@@ -151,6 +151,7 @@ class ReadResultPageRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FIELD_NUMBER: _builtins.int
+    SKIP_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Execution that produced the result. Required."""
     operator_id: _builtins.str
@@ -169,10 +170,16 @@ class ReadResultPageRequest(_message.Message):
     the first page. columns and filter must stay the same across pages; the
     token's snapshot is read whatever snapshot says.
     """
+    skip: _builtins.int
+    """Rows to skip before the page: counted from the first row, or from the
+    page token's position when there is one. Whole data files are skipped by
+    their record counts, without reading them, wherever the filter allows.
+    Negative values are refused.
+    """
     @_builtins.property
     def columns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Columns to return, in this order. Empty means every column. Each must
-        exist in the result's schema.
+        """Top-level columns to return, in this order. Empty means every column.
+        Each must exist in the schema of the snapshot read, once.
         """
 
     @_builtins.property
@@ -189,10 +196,11 @@ class ReadResultPageRequest(_message.Message):
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
         snapshot: _result_pb2.SnapshotSelector | None = ...,
+        skip: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "execution_id", b"execution_id", "filter", b"filter", "operator_id", b"operator_id", "page_size", b"page_size", "page_token", b"page_token", "snapshot", b"snapshot"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "execution_id", b"execution_id", "filter", b"filter", "operator_id", b"operator_id", "page_size", b"page_size", "page_token", b"page_token", "skip", b"skip", "snapshot", b"snapshot"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -253,6 +261,7 @@ class StreamResultRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FIELD_NUMBER: _builtins.int
     MAX_BATCH_ROWS_FIELD_NUMBER: _builtins.int
+    SKIP_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Execution that produced the result. Required."""
     operator_id: _builtins.str
@@ -260,16 +269,26 @@ class StreamResultRequest(_message.Message):
     filter: _builtins.str
     """Row filter in pyiceberg's expression syntax. Optional."""
     limit: _builtins.int
-    """Largest number of rows to stream; 0 means all."""
+    """Largest number of rows to stream; 0 means all. Negative values are
+    refused.
+    """
     page_token: _builtins.str
     """Token from a previous ReadResultPage or StreamResult response to resume
     from; empty to start at the first row.
     """
     max_batch_rows: _builtins.int
-    """Largest number of rows per record batch; 0 means 65,536."""
+    """Largest number of rows per record batch; 0 means 65,536. Batches are
+    also cut so that no message exceeds the service's message size limit
+    (2 MiB by default), which keeps every message below gRPC's default 4 MiB
+    receive limit. Negative values are refused.
+    """
+    skip: _builtins.int
+    """Rows to skip before streaming, as in ReadResultPageRequest.skip."""
     @_builtins.property
     def columns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Columns to return, in this order. Empty means every column."""
+        """Top-level columns to return, in this order, as in
+        ReadResultPageRequest.columns. Empty means every column.
+        """
 
     @_builtins.property
     def snapshot(self) -> _result_pb2.SnapshotSelector:
@@ -288,10 +307,11 @@ class StreamResultRequest(_message.Message):
         page_token: _builtins.str = ...,
         snapshot: _result_pb2.SnapshotSelector | None = ...,
         max_batch_rows: _builtins.int = ...,
+        skip: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "execution_id", b"execution_id", "filter", b"filter", "limit", b"limit", "max_batch_rows", b"max_batch_rows", "operator_id", b"operator_id", "page_token", b"page_token", "snapshot", b"snapshot"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "execution_id", b"execution_id", "filter", b"filter", "limit", b"limit", "max_batch_rows", b"max_batch_rows", "operator_id", b"operator_id", "page_token", b"page_token", "skip", b"skip", "snapshot", b"snapshot"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

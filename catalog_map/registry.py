@@ -1,0 +1,47 @@
+"""The registry calls every reader and writer of warehouses makes for the calling user.
+
+They go through the propagating channel, so they carry the user's token and the
+registry checks the user's rights. Errors come back as ServiceError with the
+registry's code and details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from service_runtime.errors import ServiceError
+from service_runtime.propagation import service_channel
+from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+
+T = TypeVar("T")
+rs = registry_service_pb2
+
+
+class RegistryReader:
+    def __init__(self, target: str, timeout_seconds: float = 30.0) -> None:
+        self._timeout = timeout_seconds
+        self._channel = service_channel(target)
+        self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as exc:
+            raise ServiceError.relayed(exc) from exc
+
+    async def resolve_warehouse(self, warehouse_id: str) -> rs.CatalogBinding:
+        request = rs.ResolveWarehouseRequest(warehouse_id=warehouse_id)
+        response = await self._call(
+            lambda: self._stub.ResolveWarehouse(request, timeout=self._timeout)
+        )
+        return response.binding
+
+    async def resolve_execution(self, execution_id: str) -> rs.ResolveExecutionResponse:
+        request = rs.ResolveExecutionRequest(execution_id=execution_id)
+        return await self._call(lambda: self._stub.ResolveExecution(request, timeout=self._timeout))

@@ -1,0 +1,33 @@
+"""Settings of a service that reaches warehouses through the registry and the catalog map."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog_map.backends import CatalogFactory
+from catalog_map.cache import CatalogMap
+from catalog_map.registry import RegistryReader
+from service_runtime.config import ServerSettings, setting
+
+
+@dataclass(frozen=True, repr=False)
+class WarehouseClientSettings(ServerSettings):
+    registry_target: str = setting(
+        "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
+    )
+    catalog_cache_size: int = setting(
+        "CATALOG_CACHE_SIZE", 64, "Catalogs (one per warehouse) kept at most.", scoped=True
+    )
+    catalog_idle_seconds: float = setting(
+        "CATALOG_IDLE_SECONDS", 600.0, "A catalog unused this long is closed.", scoped=True
+    )
+
+
+def new_catalog_map(settings: WarehouseClientSettings, registry: RegistryReader) -> CatalogMap:
+    """The service's catalog map: warehouses resolved through the registry, REST or SQL backed."""
+    return CatalogMap(
+        registry.resolve_warehouse,
+        CatalogFactory().build,
+        max_entries=settings.catalog_cache_size,
+        idle_seconds=settings.catalog_idle_seconds,
+    )

@@ -1,0 +1,1 @@
+"""Helpers for Python programs that call the mesh."""
