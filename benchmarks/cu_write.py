@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from benchmarks.mesh import USER, create_warehouse, plan, run_execution, user_catalog
+from benchmarks.shared import USER, create_warehouse, plan, run_execution, user_catalog
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler

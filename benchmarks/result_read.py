@@ -6,6 +6,7 @@ on that same table:
   (b) StreamResult from the result service, until the client holds the whole result as one
       Arrow table, read with lake_client.ResultStream; speed ratio (a) / (b), target >= 0.7;
       (b') the same with the generated stub, which copies each payload out of its message;
+      (b'') the same as (b) through the gateway, the public endpoint;
   (c) ReadResultPage of 100 rows at offset 0 and (d) at 90 % depth (skip); (d) / (c),
       target <= 2;
   (e) the result service's peak resident memory while it streams the whole result (after a
@@ -22,21 +23,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import psutil
 import pyarrow as pa
+from pyiceberg.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.mesh import USER, create_warehouse, metadata, plan, run_execution, user_catalog
+from benchmarks.shared import (
+    USER,
+    PeakMemory,
+    cpu_seconds,
+    create_warehouse,
+    metadata,
+    plan,
+    run_execution,
+    timed,
+    user_catalog,
+)
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
@@ -46,49 +55,130 @@ PAGE_ROWS = 100
 MIB = 1024 * 1024
 
 
-def timed(action: Callable[[], object], runs: int) -> float:
-    """The median time of runs calls, after one untimed warm-up call."""
-    action()
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+@dataclass
+class Readings:
+    rows: int
+    arrow_bytes: int
+    files: int
+    #: Median seconds of each way of reading, by name.
+    seconds: dict[str, float]
+    cpu: dict[str, float]
+    memory: PeakMemory
 
 
-def cpu_seconds(action: Callable[[], object], *pids: int) -> list[float]:
-    """The CPU time (user and system) each of the processes spends while action runs once."""
-    processes = [psutil.Process(pid) for pid in pids]
+class Readers:
+    """The ways of reading one result that the benchmark compares."""
 
-    def used() -> list[float]:
-        return [sum(p.cpu_times()[:2]) for p in processes]
+    def __init__(self, stack: Stack, table: Table, execution_id: str, operator_id: str) -> None:
+        self.table = table
+        self.calls = metadata(stack)
+        channel = grpc.insecure_channel(stack.target("result-service"))
+        self.stub = result_service_pb2_grpc.ResultServiceStub(channel)
+        self.direct = ResultStream(channel)
+        self.gateway = ResultStream(grpc.insecure_channel(stack.target("gateway")))
+        self.whole = result_service_pb2.StreamResultRequest(
+            execution_id=execution_id, operator_id=operator_id
+        )
 
-    before = used()
-    action()
-    return [after - earlier for after, earlier in zip(used(), before, strict=True)]
+    def in_process(self) -> pa.Table:
+        return self.table.scan().to_arrow()
+
+    def streamed(self) -> pa.Table:
+        return self.direct.read_all(self.whole, metadata=self.calls, timeout=600)
+
+    def through_gateway(self) -> pa.Table:
+        return self.gateway.read_all(self.whole, metadata=self.calls, timeout=600)
+
+    def by_stub(self) -> pa.Table:
+        messages = self.stub.StreamResult(self.whole, metadata=self.calls, timeout=600)
+        return pa.ipc.open_stream(b"".join(m.arrow_ipc for m in messages)).read_all()
+
+    def first_rows(self) -> None:
+        """A short stream, which loads what any read needs (libraries, clients, pools)."""
+        short = result_service_pb2.StreamResultRequest()
+        short.CopyFrom(self.whole)
+        short.limit = 1_000
+        self.direct.read_all(short, metadata=self.calls)
+
+    def page(self, skip: int) -> Callable[[], object]:
+        request = result_service_pb2.ReadResultPageRequest(
+            execution_id=self.whole.execution_id,
+            operator_id=self.whole.operator_id,
+            page_size=PAGE_ROWS,
+            skip=skip,
+        )
+        return lambda: self.stub.ReadResultPage(request, metadata=self.calls, timeout=60)
 
 
-class PeakMemory:
-    """Samples a process's resident memory every 10 ms while in use."""
+def measure(rows: int, runs: int) -> Readings:
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
+    ):
+        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
+        print(f"writing {rows:,} rows ...", flush=True)
+        _, final = run_execution(stack, warehouse.warehouse_id, plan(rows))
+        [output] = final.outputs
+        table = user_catalog(stack, warehouse, "reader").load_table(
+            (output.namespace, output.table_name)
+        )
+        readers = Readers(stack, table, final.execution_id, output.operator_id)
+        service, me = stack.pid("result-service"), os.getpid()
+        readers.first_rows()
+        with PeakMemory(service) as memory:
+            readers.streamed()
+        expected = readers.in_process()
+        ways = {
+            "a": readers.in_process,
+            "b": readers.streamed,
+            "b by stub": readers.by_stub,
+            "b by gateway": readers.through_gateway,
+        }
+        if any(read() != expected for read in ways.values()):
+            raise SystemExit("a stream differs from what pyiceberg reads")
+        print("measuring ...", flush=True)
+        seconds = {name: timed(read, runs) for name, read in ways.items()}
+        seconds["c"] = timed(readers.page(0), runs * 5)
+        seconds["d"] = timed(readers.page(rows * 9 // 10), runs * 5)
+        (a_cpu,) = cpu_seconds(readers.in_process, me)
+        b_service, b_reader = cpu_seconds(readers.streamed, service, me)
+    return Readings(
+        rows=rows,
+        arrow_bytes=expected.nbytes,
+        files=output.file_count,
+        seconds=seconds,
+        cpu={"a": a_cpu, "b service": b_service, "b reader": b_reader},
+        memory=memory,
+    )
 
-    def __init__(self, pid: int) -> None:
-        self._process = psutil.Process(pid)
-        self.before = self.peak = self._process.memory_info().rss
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def _sample(self) -> None:
-        while not self._done.wait(0.01):
-            self.peak = max(self.peak, self._process.memory_info().rss)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._done.set()
-        self._thread.join()
+def report(r: Readings) -> None:
+    s, cpu, memory = r.seconds, r.cpu, r.memory
+    print()
+    print(f"result: {r.rows:,} rows, {r.arrow_bytes / MIB:,.0f} MiB in Arrow, {r.files} files")
+    print(f"(a) pyiceberg scan().to_arrow() in process     {s['a']:>8.2f} s")
+    print(f"(b) StreamResult, whole result as Arrow        {s['b']:>8.2f} s")
+    print(f"(b') the same through the generated stub       {s['b by stub']:>8.2f} s")
+    print(f"(b'') (b) through the gateway                  {s['b by gateway']:>8.2f} s")
+    print(f"(c) ReadResultPage, {PAGE_ROWS} rows at offset 0       {s['c'] * 1000:>8.1f} ms")
+    print(f"(d) ReadResultPage, {PAGE_ROWS} rows at 90 % depth     {s['d'] * 1000:>8.1f} ms")
+    print(
+        f"    CPU time: (a) {cpu['a']:.2f} s in the reader; (b) {cpu['b service']:.2f} s in "
+        f"the result service and {cpu['b reader']:.2f} s in the reader"
+    )
+    growth = (memory.peak - memory.before) / MIB
+    print(
+        f"(e) result service memory: {memory.before / MIB:,.0f} MiB before, "
+        f"{memory.peak / MIB:,.0f} MiB at peak while streaming (+{growth:,.0f} MiB, "
+        f"{growth / (r.arrow_bytes / MIB):.2f} x the result)"
+    )
+    for label, way in (("(b)  ", "b"), ("(b'')", "b by gateway")):
+        ratio = s["a"] / s[way]
+        verdict = "met" if ratio >= 0.7 else "NOT met"
+        print(f"speed (a) / {label} = {ratio:5.2f}   target >= 0.7   {verdict}")
+    ratio = s["d"] / s["c"]
+    verdict = "met" if ratio <= 2 else "NOT met"
+    print(f"{'time  (d) / (c)':<17} = {ratio:5.2f}   target <= 2     {verdict}")
 
 
 def main() -> None:
@@ -96,88 +186,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
-    ):
-        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
-        print(f"writing {args.rows:,} rows ...", flush=True)
-        _, final = run_execution(stack, warehouse.warehouse_id, plan(args.rows))
-        [output] = final.outputs
-        table = user_catalog(stack, warehouse, "reader").load_table(
-            (output.namespace, output.table_name)
-        )
-        channel = grpc.insecure_channel(stack.target("result-service"))
-        stub = result_service_pb2_grpc.ResultServiceStub(channel)
-        reader = ResultStream(channel)
-        calls = metadata(stack)
-        execution_id, operator_id = final.execution_id, output.operator_id
-
-        def in_process() -> pa.Table:
-            return table.scan().to_arrow()
-
-        whole = result_service_pb2.StreamResultRequest(
-            execution_id=execution_id, operator_id=operator_id
-        )
-
-        def streamed() -> pa.Table:
-            return reader.read_all(whole, metadata=calls, timeout=600)
-
-        def streamed_by_stub() -> pa.Table:
-            messages = stub.StreamResult(whole, metadata=calls, timeout=600)
-            return pa.ipc.open_stream(b"".join(m.arrow_ipc for m in messages)).read_all()
-
-        def page(skip: int) -> Callable[[], object]:
-            request = result_service_pb2.ReadResultPageRequest(
-                execution_id=execution_id, operator_id=operator_id, page_size=PAGE_ROWS, skip=skip
-            )
-            return lambda: stub.ReadResultPage(request, metadata=calls, timeout=60)
-
-        service, me = stack.pid("result-service"), os.getpid()
-        # A first short stream loads what any read needs (libraries, clients, pools).
-        reader.read_all(
-            result_service_pb2.StreamResultRequest(
-                execution_id=execution_id, operator_id=operator_id, limit=1_000
-            ),
-            metadata=calls,
-        )
-        with PeakMemory(service) as memory:
-            streamed()
-        expected = in_process()
-        if streamed() != expected or streamed_by_stub() != expected:
-            raise SystemExit("the stream differs from what pyiceberg reads")
-        print("measuring ...", flush=True)
-        a = timed(in_process, args.runs)
-        b = timed(streamed, args.runs)
-        b_stub = timed(streamed_by_stub, args.runs)
-        c = timed(page(0), args.runs * 5)
-        d = timed(page(args.rows * 9 // 10), args.runs * 5)
-        (a_cpu,) = cpu_seconds(in_process, me)
-        b_service_cpu, b_client_cpu = cpu_seconds(streamed, service, me)
-    arrow_bytes = expected.nbytes
-    print()
-    print(
-        f"result: {args.rows:,} rows, {arrow_bytes / MIB:,.0f} MiB in Arrow, {output.file_count} files"
-    )
-    print(f"(a) pyiceberg scan().to_arrow() in process     {a:>8.2f} s")
-    print(f"(b) StreamResult, whole result as Arrow        {b:>8.2f} s")
-    print(f"(b') the same through the generated stub       {b_stub:>8.2f} s")
-    print(f"(c) ReadResultPage, {PAGE_ROWS} rows at offset 0       {c * 1000:>8.1f} ms")
-    print(f"(d) ReadResultPage, {PAGE_ROWS} rows at 90 % depth     {d * 1000:>8.1f} ms")
-    print(
-        f"    CPU time: (a) {a_cpu:.2f} s in the reader; (b) {b_service_cpu:.2f} s in the result "
-        f"service and {b_client_cpu:.2f} s in the reader"
-    )
-    growth = (memory.peak - memory.before) / MIB
-    print(
-        f"(e) result service memory: {memory.before / MIB:,.0f} MiB before, "
-        f"{memory.peak / MIB:,.0f} MiB at peak while streaming (+{growth:,.0f} MiB, "
-        f"{growth / (arrow_bytes / MIB):.2f} x the result)"
-    )
-    print(
-        f"speed (a) / (b) = {a / b:5.2f}   target >= 0.7   {'met' if a / b >= 0.7 else 'NOT met'}"
-    )
-    print(f"time  (d) / (c) = {d / c:5.2f}   target <= 2     {'met' if d / c <= 2 else 'NOT met'}")
+    report(measure(args.rows, args.runs))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The registry calls every reader and writer of warehouses makes for the calling user.
+"""The registry calls made for the calling user: resolving warehouses and executions, listing
+executions.
 
 They go through the propagating channel, so they carry the user's token and the
 registry checks the user's rights. Errors come back as ServiceError with the
@@ -14,7 +15,7 @@ import grpc
 
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import service_channel
-from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import execution_service_pb2, registry_service_pb2, registry_service_pb2_grpc
 
 T = TypeVar("T")
 rs = registry_service_pb2
@@ -45,3 +46,17 @@ class RegistryReader:
     async def resolve_execution(self, execution_id: str) -> rs.ResolveExecutionResponse:
         request = rs.ResolveExecutionRequest(execution_id=execution_id)
         return await self._call(lambda: self._stub.ResolveExecution(request, timeout=self._timeout))
+
+    async def list_executions(
+        self, listing: execution_service_pb2.ListExecutionsRequest
+    ) -> rs.ListExecutionRecordsResponse:
+        """The caller's executions as the registry records them, filtered as asked."""
+        request = rs.ListExecutionRecordsRequest(
+            page_size=listing.page_size,
+            page_token=listing.page_token,
+            warehouse_id=listing.warehouse_id,
+            states=listing.states,
+        )
+        return await self._call(
+            lambda: self._stub.ListExecutionRecords(request, timeout=self._timeout)
+        )

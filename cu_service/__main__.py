@@ -7,6 +7,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from pyspark.sql import SparkSession
+
 from catalog_map.settings import new_catalog_map
 from cu_service.lease import heartbeat_forever, register
 from cu_service.manager import ExecutionManager
@@ -25,8 +27,13 @@ def build() -> ServiceProcess:
     background: list[asyncio.Task[None]] = []
     closers: list[Callable[[], None]] = []
 
+    sessions: list[SparkSession] = []
+
+    def prepare() -> None:
+        sessions.append(start_spark(settings))
+
     async def start() -> None:
-        spark = await asyncio.to_thread(start_spark, settings)
+        [spark] = sessions
         registry = RegistryClient(
             settings.registry_target, settings.computing_unit_id, settings.jwt_secret
         )
@@ -59,6 +66,7 @@ def build() -> ServiceProcess:
         name="cu-service",
         settings=settings,
         services=[ServiceBinding.of(ExecutionServicer(parts))],
+        prepare=prepare,
         on_start=start,
         on_stop=stop,
     )

@@ -380,7 +380,7 @@ class ExecutionManager:
     ) -> None:
         if local.terminal:
             return
-        self._sample(local)  # the periodic sample may predate the last tasks
+        self._sample(local, final=True)  # the periodic sample may predate the last tasks
         final = local.snapshot()
         final.state = state
         final.end_time.CopyFrom(_now())
@@ -404,7 +404,9 @@ class ExecutionManager:
             if local.execution.state == EX.EXECUTION_STATE_RUNNING:
                 self._sample(local)
 
-    def _sample(self, local: LocalExecution) -> None:
+    def _sample(self, local: LocalExecution, *, final: bool = False) -> None:
+        """final: the run is over, so stages that never started were skipped (Spark reused
+        their output) and do not count."""
         tracker = self._spark.sparkContext.statusTracker()
         stages = [
             info
@@ -412,6 +414,9 @@ class ExecutionManager:
             if (job := tracker.getJobInfo(job_id)) is not None
             for stage_id in job.stageIds
             if (info := tracker.getStageInfo(stage_id)) is not None
+            and not (
+                final and info.numCompletedTasks + info.numActiveTasks + info.numFailedTasks == 0
+            )
         ]
         progress = local.execution.progress
         counts = (

@@ -32,13 +32,6 @@ class RegistryClient(RegistryReader):
     async def bind(self, request: rs.BindExecutionRequest) -> rs.BindExecutionResponse:
         return await self._call(lambda: self._stub.BindExecution(request, timeout=self._timeout))
 
-    async def list_executions(
-        self, request: rs.ListExecutionRecordsRequest
-    ) -> rs.ListExecutionRecordsResponse:
-        return await self._call(
-            lambda: self._stub.ListExecutionRecords(request, timeout=self._timeout)
-        )
-
     # For the unit itself ----------------------------------------------------------
 
     async def report(

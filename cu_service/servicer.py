@@ -23,7 +23,6 @@ from texera.lake.v1 import (
     execution_pb2,
     execution_service_pb2,
     execution_service_pb2_grpc,
-    registry_service_pb2,
 )
 
 es = execution_service_pb2
@@ -99,14 +98,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         self, request: es.ListExecutionsRequest, context: Any
     ) -> es.ListExecutionsResponse:
         require_user()
-        listed = await self._registry.list_executions(
-            registry_service_pb2.ListExecutionRecordsRequest(
-                page_size=request.page_size,
-                page_token=request.page_token,
-                warehouse_id=request.warehouse_id,
-                states=request.states,
-            )
-        )
+        listed = await self._registry.list_executions(request)
         executions = []
         for recorded in listed.executions:  # what runs here is fresher here
             local = self._manager.get(recorded.execution_id)

@@ -9,9 +9,14 @@ import threading
 from dataclasses import replace
 from types import FrameType
 
+import grpc
+
+from embedded_stack.example import run_example
 from embedded_stack.processes import ProcessFailed
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
+from lake_cli.connection import CliError
+from lake_cli.render import error_text
 from service_runtime.config import ConfigError
 
 
@@ -33,16 +38,19 @@ def _print_endpoints(stack: Stack) -> None:
     for name, value in rows:
         print(f"  {name:<26} {value}")
     gateway = endpoints["grpc"]["gateway"]
+    cli = f".venv/bin/texera-lake --state-dir {stack.state_dir}"
     print(
         "\nTry it:\n"
-        f"  TOKEN=$(texera-lake --state-dir {stack.state_dir} token --user alice)\n"
+        f"  {cli} --user demo executions\n"
+        f"  {cli} --user demo results <execution id>\n"
+        f"  TOKEN=$({cli} token --user alice)\n"
         f'  grpcurl -plaintext -H "authorization: Bearer $TOKEN" {gateway} list\n'
         "\nPress Ctrl-C to stop.",
         flush=True,
     )
 
 
-def up(stack: Stack) -> int:
+def up(stack: Stack, *, example: bool = True) -> int:
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -56,6 +64,14 @@ def up(stack: Stack) -> int:
     except ProcessFailed as exc:
         print(f"error: the stack could not start: {exc}", file=sys.stderr)
         return 1
+    if example:
+        try:
+            run_example(stack)
+        except (grpc.RpcError, CliError) as exc:
+            reason = error_text(exc) if isinstance(exc, grpc.RpcError) else str(exc)
+            print(f"error: the example failed: {reason}\nlogs: {stack.log_dir}", file=sys.stderr)
+            stack.stop()
+            return 1
     _print_endpoints(stack)
     status = 0
     try:
@@ -77,6 +93,11 @@ def main(argv: list[str] | None = None) -> None:
         "--state-dir", help="folder for data, logs and stack.json (default: .stack)"
     )
     parser.add_argument(
+        "--no-example",
+        action="store_true",
+        help="do not run the example workflow once the stack is up",
+    )
+    parser.add_argument(
         "--ephemeral-ports",
         action="store_true",
         help="listen on free ports instead of the configured ones",
@@ -88,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     if args.state_dir:
         settings = replace(settings, state_dir=args.state_dir)
-    sys.exit(up(Stack(settings, ephemeral_ports=args.ephemeral_ports)))
+    stack = Stack(settings, ephemeral_ports=args.ephemeral_ports)
+    sys.exit(up(stack, example=not args.no_example))
 
 
 if __name__ == "__main__":

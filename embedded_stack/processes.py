@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+# Looked up here, once: between fork and exec the child may not load anything (another thread
+# of the parent may have held the dynamic loader's lock at the fork, and nobody releases it).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 
 
 def _die_with_parent(signum: int) -> Callable[[], None]:
     def set_parent_death_signal() -> None:
-        if sys.platform == "linux":
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signum)
 
     return set_parent_death_signal
 
@@ -70,7 +73,7 @@ class ManagedProcess:
                     env=dict(env) if env is not None else None,
                     **run_as(user),
                     start_new_session=True,
-                    preexec_fn=_die_with_parent(stop_signal),  # noqa: PLW1509 - no threads exist in the child
+                    preexec_fn=_die_with_parent(stop_signal),  # noqa: PLW1509 - only calls prctl
                 )
             except OSError as exc:
                 raise ProcessFailed(f"{name}: cannot start {argv[0]}: {exc.strerror}") from exc
@@ -95,6 +98,11 @@ class ManagedProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+    def kill(self) -> None:
+        """Kills the child and its process group at once."""
+        self._signal_group(signal.SIGKILL)
+        self._popen.wait()
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stops the child and everything in its process group."""

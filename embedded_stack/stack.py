@@ -254,6 +254,8 @@ class Stack:
             f"{ENV_PREFIX}CATALOG_URI": f"{self.catalog_url}/catalog",
             f"{ENV_PREFIX}CATALOG_MANAGEMENT_URI": f"{self.catalog_url}/management",
             f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
+            f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
+            f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
             f"{ENV_PREFIX}CU_ID": "cu-1",
         }
         for spec in SERVICES:
@@ -262,16 +264,47 @@ class Stack:
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
         return env
 
-    def _start_service(self, spec: ServiceSpec, timeout: float = 120.0) -> ManagedProcess:
+    def _start_service(
+        self,
+        spec: ServiceSpec,
+        timeout: float = 120.0,
+        *,
+        name: str | None = None,
+        env: dict[str, str] | None = None,
+        answers: tuple[str, ...] = ("SERVING",),
+    ) -> ManagedProcess:
+        name = name or spec.name
         process = ManagedProcess(
-            spec.name,
+            name,
             [sys.executable, "-m", spec.module],
-            self.log_dir / f"{spec.name}.log",
-            env=self._service_env(),
+            self.log_dir / f"{name}.log",
+            env={**self._service_env(), **(env or {})},
         )
-        target = self.target(spec.name)
-        wait_until(lambda: probe(target) == "SERVING", process, timeout, spec.name)
+        target = self.target(name)
+        wait_until(lambda: probe(target) in answers, process, timeout, name)
         return process
+
+    def start_part(
+        self, name: str, module: str, env: dict[str, str] | None = None, *, serving: bool = True
+    ) -> str:
+        """Starts one more process of a service ("cu_service", "gateway", ...) as part `name`,
+        on a free port of its own, with env added to the usual settings; its target. It is
+        waited for until it answers health checks (SERVING, unless serving is False)."""
+        [spec] = [s for s in SERVICES if s.module == module]
+        scope = spec.settings.scope
+        self.ports.grpc[name] = free_port(self.settings.host)
+        env = {
+            f"{ENV_PREFIX}{scope}_PORT": str(self.ports.grpc[name]),
+            f"{ENV_PREFIX}{scope}_METRICS_PORT": "0",
+            **(env or {}),
+        }
+        answers = ("SERVING",) if serving else ("SERVING", "NOT_SERVING")
+        self._processes.append(self._start_service(spec, name=name, env=env, answers=answers))
+        return self.target(name)
+
+    def kill(self, part: str) -> None:
+        """Ends a part at once (SIGKILL), as a crash would; for tests."""
+        self._part(part).kill()
 
     def interrupt(self, part: str) -> None:
         """Stops one part ("postgres" or "dev-catalog") as an outage would; for tests."""

@@ -2,20 +2,109 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import grpc
+
+from catalog_map.registry import RegistryReader
+from gateway.executions import ExecutionRoutes
+from gateway.forwarding import Backend
+from gateway.rate_limit import RateLimiter
+from gateway.readiness import readiness
+from gateway.service import Admission, public_bindings
 from gateway.settings import GatewaySettings
+from gateway.units import UnitDirectory
+from service_runtime.errors import ServiceError
 from service_runtime.server import ServiceProcess, run_service
-from texera.lake.v1 import execution_service_pb2, result_service_pb2, warehouse_service_pb2
+
+log = logging.getLogger("gateway")
+
+
+@dataclass
+class Parts:
+    """What the gateway forwards to; made once its event loop runs."""
+
+    warehouses: Backend
+    results: Backend
+    registry: Backend
+    units: UnitDirectory
+    reader: RegistryReader
+    executions: ExecutionRoutes
+
+
+class Gateway:
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self._parts: Parts | None = None
+        self._refreshing: asyncio.Task[None] | None = None
+
+    @property
+    def parts(self) -> Parts:
+        if self._parts is None:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the gateway is still starting")
+        return self._parts
+
+    async def start(self) -> None:
+        settings = self.settings
+        registry = Backend(settings.registry_target)
+        units = UnitDirectory(registry.channel, settings.jwt_secret)
+        reader = RegistryReader(settings.registry_target)
+        self._parts = Parts(
+            warehouses=Backend(settings.warehouse_target),
+            results=Backend(settings.result_target),
+            registry=registry,
+            units=units,
+            reader=reader,
+            executions=ExecutionRoutes(units, reader),
+        )
+        self._refreshing = asyncio.create_task(self._refresh_units())
+
+    async def _refresh_units(self) -> None:
+        while True:
+            try:
+                await self.parts.units.refresh()
+            except Exception as exc:  # the registry is down: keep the last list, try again
+                log.warning("cannot list computing units", extra={"error": repr(exc)[:300]})
+            await asyncio.sleep(self.settings.units_refresh_seconds)
+
+    async def readiness(self) -> dict[str, bool]:
+        parts = self.parts
+        return await readiness(
+            parts.warehouses.channel, parts.results.channel, parts.registry.channel, parts.units
+        )
+
+    async def stop(self) -> None:
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refreshing
+        if self._parts is not None:
+            await self._parts.units.close()
+            await self._parts.reader.close()
+            for backend in (self._parts.warehouses, self._parts.results, self._parts.registry):
+                await backend.close()
 
 
 def build() -> ServiceProcess:
+    settings = GatewaySettings.from_env()
+    gateway = Gateway(settings)
+    admission = Admission(RateLimiter(settings.rate_per_second, settings.rate_burst))
     return ServiceProcess(
         name="gateway",
-        settings=GatewaySettings.from_env(),
-        pending_services=[
-            warehouse_service_pb2.DESCRIPTOR.services_by_name["WarehouseService"],
-            execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
-            result_service_pb2.DESCRIPTOR.services_by_name["ResultService"],
-        ],
+        settings=settings,
+        services=public_bindings(
+            lambda: gateway.parts.warehouses,
+            lambda: gateway.parts.results,
+            lambda: gateway.parts.executions,
+            admission,
+        ),
+        on_start=gateway.start,
+        on_stop=gateway.stop,
+        readiness=gateway.readiness,
+        readiness_interval_seconds=settings.health_interval_seconds,
     )
 
 

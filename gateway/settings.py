@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service_runtime.config import ServerSettings, setting
+from service_runtime.config import ConfigError, ServerSettings, setting
 
 
 @dataclass(frozen=True, repr=False)
@@ -16,3 +16,47 @@ class GatewaySettings(ServerSettings):
     metrics_port: int = setting(
         "METRICS_PORT", 9450, "Metrics port of the gateway; 0 turns it off.", scoped=True
     )
+    registry_target: str = setting(
+        "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
+    )
+    warehouse_target: str = setting(
+        "WAREHOUSE_TARGET",
+        "127.0.0.1:50051",
+        "host:port of the warehouse service, where WarehouseService calls go.",
+        scoped=True,
+    )
+    result_target: str = setting(
+        "RESULT_TARGET",
+        "127.0.0.1:50053",
+        "host:port of the result service, where ResultService calls go.",
+        scoped=True,
+    )
+    rate_per_second: float = setting(
+        "RATE_PER_SECOND",
+        100.0,
+        "Calls a second each user may make on average; more are RESOURCE_EXHAUSTED.",
+        scoped=True,
+    )
+    rate_burst: int = setting(
+        "RATE_BURST", 200, "Calls a user may make at once, above the average rate.", scoped=True
+    )
+    units_refresh_seconds: float = setting(
+        "UNITS_REFRESH_SECONDS",
+        1.0,
+        "How often the computing units and their load are read from the registry.",
+        scoped=True,
+    )
+    health_interval_seconds: float = setting(
+        "HEALTH_INTERVAL_SECONDS",
+        2.0,
+        "How often the backends' health is checked.",
+        scoped=True,
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        if self.rate_per_second <= 0 or self.rate_burst < 1:
+            raise ConfigError(
+                "TEXERA_LAKE_GATEWAY_RATE_PER_SECOND must be above 0 and "
+                "TEXERA_LAKE_GATEWAY_RATE_BURST at least 1"
+            )

@@ -9,6 +9,7 @@ is ``SERVICE`` identifies a service of the mesh acting on its own account.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import jwt
@@ -42,12 +43,21 @@ def check_secret(secret: str) -> None:
 
 
 class TokenVerifier:
-    """Verifies bearer tokens against one HS256 secret."""
+    """Verifies bearer tokens against one HS256 secret.
 
-    def __init__(self, secret: str, *, leeway_seconds: float = 0.0) -> None:
+    A caller presents the same token on call after call; its signature is checked once and
+    the verified identity remembered (least recently used first out) until the token expires,
+    which is checked on every call.
+    """
+
+    def __init__(
+        self, secret: str, *, leeway_seconds: float = 0.0, remembered: int = 10_000
+    ) -> None:
         check_secret(secret)
         self._secret = secret
         self._leeway = leeway_seconds
+        self._remembered = remembered
+        self._verified: OrderedDict[str, tuple[Identity, float]] = OrderedDict()
 
     def verify(self, authorization: str | None) -> Identity:
         """Verifies an ``authorization`` header value; raises AuthenticationError."""
@@ -57,6 +67,22 @@ class TokenVerifier:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise AuthenticationError("malformed authorization metadata: expected 'Bearer <token>'")
+        known = self._verified.get(token)
+        if known is not None:
+            identity, expires = known
+            if time.time() >= expires + self._leeway:
+                del self._verified[token]
+                raise AuthenticationError("token has expired")
+            self._verified.move_to_end(token)
+            return identity
+        identity, expires = self._decode(token)
+        self._verified[token] = (identity, expires)
+        if len(self._verified) > self._remembered:
+            self._verified.popitem(last=False)
+        return identity
+
+    def _decode(self, token: str) -> tuple[Identity, float]:
+        """The token's identity and expiry, its signature and claims checked."""
         try:
             claims = jwt.decode(
                 token,
@@ -76,7 +102,10 @@ class TokenVerifier:
         user_id = claims.get("userId", claims.get("sub"))
         if user_id is None or str(user_id) == "":
             raise AuthenticationError("token names no user (userId or sub claim)")
-        return Identity(user_id=str(user_id), role=str(claims.get("role", "REGULAR")), token=token)
+        identity = Identity(
+            user_id=str(user_id), role=str(claims.get("role", "REGULAR")), token=token
+        )
+        return identity, float(claims["exp"])
 
 
 def mint_token(

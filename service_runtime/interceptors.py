@@ -135,7 +135,10 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 scope.error = ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(exc))
                 return False
         if log.isEnabledFor(logging.DEBUG) and isinstance(request, Message):
-            log.debug("rpc started", extra={"rpc": scope.method, "request": redacted_json(request)})
+            extra: dict[str, Any] = {"rpc": scope.method, "request": redacted_json(request)}
+            if (remaining := call.time_remaining()) is not None:
+                extra["timeout_ms"] = round(remaining * 1000)
+            log.debug("rpc started", extra=extra)
         return True
 
     @contextmanager

@@ -34,7 +34,8 @@ def context_metadata() -> list[tuple[str, str]]:
     return metadata
 
 
-def _remaining_time(timeout: float | None) -> float | None:
+def remaining_time(timeout: float | None = None) -> float | None:
+    """The time the served call has left (at most timeout); None without a deadline."""
     deadline = context.deadline_var.get()
     if deadline is None:
         return timeout
@@ -48,7 +49,7 @@ def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDet
     inherited = [(key, value) for key, value in context_metadata() if key not in present]
     return grpc.aio.ClientCallDetails(
         method=details.method,
-        timeout=_remaining_time(details.timeout),
+        timeout=remaining_time(details.timeout),
         metadata=grpc.aio.Metadata(*explicit, *inherited),
         credentials=details.credentials,
         wait_for_ready=details.wait_for_ready,

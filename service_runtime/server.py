@@ -14,7 +14,7 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NoReturn
@@ -69,10 +69,17 @@ class ServiceProcess:
     #: API services this process will serve but has no handlers for yet: listed
     #: by reflection, their calls (once authenticated) answered UNIMPLEMENTED.
     pending_services: Sequence[ServiceDescriptor] = ()
+    #: Called before the server and its threads exist: work that forks (a JVM) belongs here,
+    #: since forking next to gRPC's threads is not safe.
+    prepare: Callable[[], None] | None = None
     #: Awaited after the port is bound and before health turns SERVING.
     on_start: Callable[[], Awaitable[None]] | None = None
     #: Awaited after the server stopped, to release resources.
     on_stop: Callable[[], Awaitable[None]] | None = None
+    #: Polled once started: which of its services can serve now (they need other services).
+    #: Health reports each service by it, and the server as a whole SERVING only when all can.
+    readiness: Callable[[], Awaitable[Mapping[str, bool]]] | None = None
+    readiness_interval_seconds: float = 2.0
     extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = field(default_factory=tuple)
 
 
@@ -115,6 +122,7 @@ class RunningServer:
             self._server,
         )
         self.port = 0
+        self._readiness_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Binds the port, runs on_start, then reports SERVING."""
@@ -130,13 +138,41 @@ class RunningServer:
         metrics.serve_metrics(settings.host, settings.metrics_port)
         if self.process.on_start is not None:
             await self.process.on_start()
-        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        if self.process.readiness is None:
+            await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        else:
+            await self._report_readiness()
+            self._readiness_task = asyncio.create_task(self._watch_readiness())
         log.info("serving", extra={"address": address, "bound_port": self.port})
+
+    async def _report_readiness(self) -> None:
+        assert self.process.readiness is not None
+        try:
+            ready = await self.process.readiness()
+        except Exception:
+            log.exception("readiness check failed")
+            ready = {}
+        serving, not_serving = (
+            health_pb2.HealthCheckResponse.SERVING,
+            health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
+        names = [b.name for b in self.process.services]
+        for name in names:
+            await self._health.set(name, serving if ready.get(name, False) else not_serving)
+        everything = all(ready.get(name, False) for name in names)
+        await self._health.set("", serving if everything else not_serving)
+
+    async def _watch_readiness(self) -> None:
+        while True:
+            await asyncio.sleep(self.process.readiness_interval_seconds)
+            await self._report_readiness()
 
     async def stop(self) -> None:
         """Reports NOT_SERVING, refuses new calls, lets calls in flight finish within the grace."""
         grace = self.process.settings.shutdown_grace_seconds
         log.info("stopping: draining calls in flight", extra={"grace_seconds": grace})
+        if self._readiness_task is not None:
+            self._readiness_task.cancel()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await self._server.stop(grace)
         if self.process.on_stop is not None:
@@ -167,6 +203,8 @@ def run_service(name: str, build: Callable[[], ServiceProcess]) -> None:
         process = build()
         process.settings.validate()
         logging.getLogger().setLevel(process.settings.log_level.upper())
+        if process.prepare is not None:
+            process.prepare()
         asyncio.run(serve(process))
     except ConfigError as exc:
         log.error("cannot start: %s", exc)

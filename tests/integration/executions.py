@@ -34,6 +34,21 @@ def workflow(operators: list[dict[str, Any]], workflow_id: str = "wf") -> workfl
     )
 
 
+def filtered_numbers(end: int, partitions: int, condition: str) -> workflow_pb2.Workflow:
+    """Numbers 0..end-1 in `partitions` partitions; those meeting `condition` materialized as "kept"."""
+    return workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": end, "partitions": partitions}},
+            {
+                "operator_id": "kept",
+                "input_operator_ids": ["n"],
+                "filter": {"condition": condition},
+                "materialize": True,
+            },
+        ]
+    )
+
+
 def state_name(execution: execution_pb2.Execution) -> str:
     return execution_pb2.ExecutionState.Name(execution.state).removeprefix("EXECUTION_STATE_")
 
@@ -100,3 +115,27 @@ def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:
     grant = stack.provision_bucket(name)
     warehouse = create_warehouse(user(stack, user_id), grant)
     return unit_as(stack, user_id), warehouse.warehouse_id, grant
+
+
+SLOW_UDF = udf(
+    "import time\n"
+    "def process(batches):\n"
+    "    for batch in batches:\n"
+    "        time.sleep(30)\n"
+    "        yield batch\n",
+    [("id", "bigint")],
+)
+
+
+def slow_workflow() -> workflow_pb2.Workflow:
+    return workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 100, "partitions": 2}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["n"],
+                "python_udf": SLOW_UDF,
+                "materialize": True,
+            },
+        ]
+    )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,6 +27,8 @@ from texera.lake.v1 import (
 )
 
 Metadata = tuple[tuple[str, str], ...]
+#: Where the virtual environment's programs are (grpcurl, the console scripts).
+BIN = Path(sys.executable).parent
 
 
 def bearer(token: str) -> Metadata:
@@ -125,3 +130,17 @@ def bad_fields(error: grpc.RpcError) -> set[str]:
         if detail.Unpack(bad_request):
             fields |= {violation.field for violation in bad_request.field_violations}
     return fields
+
+
+def grpcurl(
+    *args: str, check: bool = True, stdin: str | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """The real grpcurl binary, over plaintext; stdin feeds `-d @`."""
+    return subprocess.run(
+        [str(BIN / "grpcurl"), "-plaintext", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+    )

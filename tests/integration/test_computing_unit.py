@@ -23,7 +23,9 @@ from lake_tables.naming import result_table
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
     UnitClient,
+    filtered_numbers,
     new_user,
+    slow_workflow,
     state_name,
     udf,
     unit_as,
@@ -214,17 +216,7 @@ def _keys(stack: Stack, bucket: str) -> list[str]:
 
 def test_watch_reports_progress_and_ends_with_the_final_state(stack: Stack) -> None:
     client, warehouse_id, _ = new_user(stack, "watcher")
-    flow = workflow(
-        [
-            {"operator_id": "n", "range_source": {"end": 50000, "partitions": 6}},
-            {
-                "operator_id": "m",
-                "input_operator_ids": ["n"],
-                "filter": {"condition": "id % 3 = 0"},
-                "materialize": True,
-            },
-        ]
-    )
+    flow = filtered_numbers(50_000, 6, "id % 3 = 0")
     execution = client.submit(warehouse_id, flow)
     assert state_name(execution) in ("QUEUED", "RUNNING")
     seen = client.watch(execution.execution_id)
@@ -288,30 +280,6 @@ def test_a_udf_exception_fails_the_execution_and_keeps_its_traceback(stack: Stac
     assert "ZeroDivisionError" in errors[0]["message"]
     assert 'File "<udf broken>", line 2, in helper' in errors[0]["traceback"]
     assert any(m["message"] == "starting the broken udf" for m in messages)
-
-
-SLOW_UDF = udf(
-    "import time\n"
-    "def process(batches):\n"
-    "    for batch in batches:\n"
-    "        time.sleep(30)\n"
-    "        yield batch\n",
-    [("id", "bigint")],
-)
-
-
-def slow_workflow() -> workflow_pb2.Workflow:
-    return workflow(
-        [
-            {"operator_id": "n", "range_source": {"end": 100, "partitions": 2}},
-            {
-                "operator_id": "slow",
-                "input_operator_ids": ["n"],
-                "python_udf": SLOW_UDF,
-                "materialize": True,
-            },
-        ]
-    )
 
 
 def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:

@@ -71,7 +71,7 @@ def test_sigterm_lets_the_call_in_flight_finish(jwt_secret: str) -> None:
         server.kill()
 
 
-def test_ctrl_c_stops_the_stack_and_every_process_it_started(tmp_path: Path) -> None:
+def test_the_run_command_runs_the_example_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     stack = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "texera-lake-stack"),
@@ -85,8 +85,15 @@ def test_ctrl_c_stops_the_stack_and_every_process_it_started(tmp_path: Path) -> 
         text=True,
     )
     try:
-        output = _wait_for_line(stack, "Press Ctrl-C to stop.")
+        output = _wait_for_line(stack, "Press Ctrl-C to stop.", timeout=300)
         assert any("(public endpoint)" in line for line in output)
+        # The example ran through the gateway and printed its result: revenue per region.
+        printed = "".join(output)
+        assert "SUCCEEDED" in printed
+        assert "and reads result 'ranked' back:" in printed
+        result = printed.split("and reads result 'ranked' back:")[1].splitlines()
+        assert result[1].split() == ["region", "orders", "revenue", "tier"]
+        assert result[3].split() == ["south", "2", "1094.49", "large"]
         descendants = psutil.Process(stack.pid).children(recursive=True)
         names = " ".join(_command_line(child) for child in descendants)
         for part in (

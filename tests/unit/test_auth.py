@@ -82,3 +82,27 @@ def test_a_token_naming_no_user_is_refused() -> None:
 def test_short_secrets_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 32"):
         TokenVerifier("too-short")
+
+
+def test_a_remembered_token_is_still_refused_once_it_expires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    verifier = TokenVerifier(SECRET)
+    token = f"Bearer {mint_token(SECRET, 'alice', ttl_seconds=60)}"
+    assert verifier.verify(token).user_id == "alice"
+    assert verifier.verify(token).user_id == "alice"  # from memory
+    later = time.time() + 120
+    monkeypatch.setattr(time, "time", lambda: later)
+    with pytest.raises(AuthenticationError, match="expired"):
+        verifier.verify(token)
+
+
+def test_what_is_remembered_is_bounded() -> None:
+    verifier = TokenVerifier(SECRET, remembered=2)
+    tokens = [f"Bearer {mint_token(SECRET, user)}" for user in ("a", "b", "c")]
+    for token in tokens:
+        verifier.verify(token)
+    assert len(verifier._verified) == 2
+    forged = tokens[0][:-2] + ("xx" if not tokens[0].endswith("xx") else "yy")
+    with pytest.raises(AuthenticationError):
+        verifier.verify(forged)

@@ -1,10 +1,15 @@
-"""What the benchmarks share: a user's warehouse on the embedded stack, and executions."""
+"""What the benchmarks share: a user's warehouse on the embedded stack, executions, and ways
+to measure time, CPU and memory."""
 
 from __future__ import annotations
 
+import statistics
+import threading
 import time
+from collections.abc import Callable, Sequence
 
 import grpc
+import psutil
 from google.protobuf import json_format
 from pyiceberg.catalog.rest import RestCatalog
 
@@ -27,24 +32,26 @@ def metadata(stack: Stack) -> tuple[tuple[str, str]]:
     return (("authorization", f"Bearer {stack.token(USER)}"),)
 
 
-def plan(rows: int) -> workflow_pb2.Workflow:
-    """A range with a few computed columns: cheap to compute, so writing dominates."""
+#: Four columns (about 45 bytes a row in Arrow), cheap to compute, so writing dominates.
+FOUR_COLUMNS = (
+    {"expression": "id"},
+    {"expression": "id % 97", "alias": "bucket"},
+    {"expression": "id * 0.5", "alias": "half"},
+    {"expression": "concat('row-', id)", "alias": "label"},
+)
+
+
+def plan(rows: int, columns: Sequence[dict[str, str]] = FOUR_COLUMNS) -> workflow_pb2.Workflow:
+    """rows rows of a range, projected to columns, materialized as result `rows`."""
     return json_format.ParseDict(
         {
-            "workflow_id": "write-benchmark",
+            "workflow_id": "benchmark",
             "operators": [
                 {"operator_id": "numbers", "range_source": {"end": rows, "partitions": 8}},
                 {
                     "operator_id": "rows",
                     "input_operator_ids": ["numbers"],
-                    "projection": {
-                        "columns": [
-                            {"expression": "id"},
-                            {"expression": "id % 97", "alias": "bucket"},
-                            {"expression": "id * 0.5", "alias": "half"},
-                            {"expression": "concat('row-', id)", "alias": "label"},
-                        ]
-                    },
+                    "projection": {"columns": list(columns)},
                     "materialize": True,
                 },
             ],
@@ -89,3 +96,48 @@ def user_catalog(stack: Stack, warehouse: warehouse_pb2.Warehouse, name: str) ->
     return RestCatalog(
         name, uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
     )
+
+
+def timed(action: Callable[[], object], runs: int) -> float:
+    """The median time of runs calls, after one untimed warm-up call."""
+    action()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def cpu_seconds(action: Callable[[], object], *pids: int) -> list[float]:
+    """The CPU time (user and system) each of the processes spends while action runs once."""
+    processes = [psutil.Process(pid) for pid in pids]
+
+    def used() -> list[float]:
+        return [sum(p.cpu_times()[:2]) for p in processes]
+
+    before = used()
+    action()
+    return [after - earlier for after, earlier in zip(used(), before, strict=True)]
+
+
+class PeakMemory:
+    """Samples a process's resident memory every 10 ms while in use."""
+
+    def __init__(self, pid: int) -> None:
+        self._process = psutil.Process(pid)
+        self.before = self.peak = self._process.memory_info().rss
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.01):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()

@@ -1,0 +1,140 @@
+"""ExecutionService at the gateway: each call goes to the computing unit it concerns.
+
+A submission goes to the unit it names, or to the least-loaded healthy one;
+if that unit cannot be reached and the submission is idempotent, to the next.
+Get, Watch and Cancel go to the unit running the execution, found through the
+registry with the caller's token (which is also the owner check). When that
+unit is gone, the registry's record answers: it is final once the unit's lease
+has lapsed and the registry has failed what the unit ran. Listing reads the
+registry's ledger directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from catalog_map.registry import RegistryReader
+from gateway.policy import Repeat, may_repeat
+from gateway.units import UnitDirectory
+from service_runtime.errors import ServiceError
+from texera.lake.v1 import execution_pb2, execution_service_pb2
+
+es = execution_service_pb2
+SERVICE = "/texera.lake.v1.ExecutionService/"
+TERMINAL = frozenset(
+    {
+        execution_pb2.EXECUTION_STATE_SUCCEEDED,
+        execution_pb2.EXECUTION_STATE_FAILED,
+        execution_pb2.EXECUTION_STATE_CANCELLED,
+    }
+)
+
+
+def _unreachable(error: ServiceError) -> bool:
+    """The unit did not answer at all (no details: gRPC itself gave up on the connection)."""
+    return error.code == grpc.StatusCode.UNAVAILABLE and not error.details
+
+
+def _unit_gone(execution: execution_pb2.Execution) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        f"computing unit {execution.computing_unit_id}, which runs execution "
+        f"{execution.execution_id}, is unreachable; once its lease lapses the registry ends "
+        "the execution",
+        reason="COMPUTING_UNIT_UNAVAILABLE",
+        metadata={"computing_unit_id": execution.computing_unit_id},
+        retry_delay_seconds=5.0,
+    )
+
+
+class ExecutionRoutes:
+    def __init__(self, units: UnitDirectory, registry: RegistryReader) -> None:
+        self._units = units
+        self._registry = registry
+
+    async def SubmitExecution(self, request: bytes, context: Any) -> bytes:
+        submission = es.SubmitExecutionRequest.FromString(request)
+        repeatable = may_repeat(Repeat.WHEN_IDEMPOTENT, submission)
+        while True:
+            unit = (
+                self._units.named(submission.computing_unit_id)
+                if submission.computing_unit_id
+                else self._units.least_loaded()
+            )
+            try:
+                answer = await self._units.backend(unit).unary(
+                    SERVICE + "SubmitExecution", request, retry=False
+                )
+            except ServiceError as error:
+                if not _unreachable(error):
+                    raise
+                self._units.refused(unit)
+                if submission.computing_unit_id or not repeatable:
+                    raise
+                continue  # to the next healthy unit; UNAVAILABLE once none is left
+            self._units.routed(unit)
+            return answer
+
+    async def _where(self, execution_id: str) -> execution_pb2.Execution:
+        """The registry's record of the execution (NOT_FOUND for another user's)."""
+        return (await self._registry.resolve_execution(execution_id)).execution
+
+    async def _on_unit(
+        self, method: str, request: bytes, execution_id: str
+    ) -> tuple[bytes | None, execution_pb2.Execution]:
+        """The running unit's answer, or None when that unit is gone; and the registry's
+        record of the execution."""
+        execution = await self._where(execution_id)
+        unit = self._units.find(execution.computing_unit_id)
+        if unit is not None:
+            try:
+                answer = await self._units.backend(unit).unary(
+                    SERVICE + method, request, retry=True
+                )
+            except ServiceError as error:
+                if not _unreachable(error):
+                    raise
+                self._units.refused(unit)
+            else:
+                return answer, execution
+        return None, execution
+
+    async def GetExecution(self, request: bytes, context: Any) -> bytes | es.GetExecutionResponse:
+        execution_id = es.GetExecutionRequest.FromString(request).execution_id
+        answer, recorded = await self._on_unit("GetExecution", request, execution_id)
+        return answer if answer is not None else es.GetExecutionResponse(execution=recorded)
+
+    async def CancelExecution(
+        self, request: bytes, context: Any
+    ) -> bytes | es.CancelExecutionResponse:
+        execution_id = es.CancelExecutionRequest.FromString(request).execution_id
+        answer, recorded = await self._on_unit("CancelExecution", request, execution_id)
+        if answer is not None:
+            return answer
+        if recorded.state not in TERMINAL:
+            raise _unit_gone(recorded)
+        return es.CancelExecutionResponse(execution=recorded)
+
+    async def WatchExecution(
+        self, request: bytes, context: Any
+    ) -> AsyncIterator[bytes | es.WatchExecutionResponse]:
+        execution = await self._where(es.WatchExecutionRequest.FromString(request).execution_id)
+        unit = self._units.find(execution.computing_unit_id)
+        if unit is not None:
+            async for message in self._units.backend(unit).stream(
+                SERVICE + "WatchExecution", request, retry=True
+            ):
+                yield message
+            return
+        if execution.state not in TERMINAL:
+            raise _unit_gone(execution)
+        yield es.WatchExecutionResponse(execution=execution, event_time=execution.end_time)
+
+    async def ListExecutions(self, request: bytes, context: Any) -> es.ListExecutionsResponse:
+        listed = await self._registry.list_executions(es.ListExecutionsRequest.FromString(request))
+        return es.ListExecutionsResponse(
+            executions=listed.executions, next_page_token=listed.next_page_token
+        )

@@ -1,0 +1,60 @@
+"""Which public calls the gateway may repeat after UNAVAILABLE without changing their effect.
+
+Reads may always be repeated. A create, rotation or submission may when the
+caller made it idempotent with a request_id (or, for a submission, chose the
+execution id). State changes that fail when repeated (archive, restore,
+delete) never are: a repeat after a lost answer would report an error for
+what succeeded.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from google.protobuf.message import Message
+
+
+class Repeat(enum.Enum):
+    ALWAYS = "always"
+    WHEN_IDEMPOTENT = "when the request carries its idempotency key"
+    NEVER = "never"
+
+
+REPEATABLE: dict[str, dict[str, Repeat]] = {
+    "texera.lake.v1.WarehouseService": {
+        "CreateWarehouse": Repeat.WHEN_IDEMPOTENT,
+        "GetWarehouse": Repeat.ALWAYS,
+        "ListWarehouses": Repeat.ALWAYS,
+        "RotateWarehouseCredentials": Repeat.WHEN_IDEMPOTENT,
+        "ArchiveWarehouse": Repeat.NEVER,
+        "RestoreWarehouse": Repeat.NEVER,
+        "DeleteWarehouse": Repeat.NEVER,
+    },
+    "texera.lake.v1.ExecutionService": {
+        "SubmitExecution": Repeat.WHEN_IDEMPOTENT,
+        "GetExecution": Repeat.ALWAYS,
+        "ListExecutions": Repeat.ALWAYS,
+        "WatchExecution": Repeat.ALWAYS,
+        "CancelExecution": Repeat.ALWAYS,
+    },
+    "texera.lake.v1.ResultService": {
+        "ListResults": Repeat.ALWAYS,
+        "GetResult": Repeat.ALWAYS,
+        "ReadResultPage": Repeat.ALWAYS,
+        "StreamResult": Repeat.ALWAYS,
+        "ListSnapshots": Repeat.ALWAYS,
+        "ListRuntimeStatistics": Repeat.ALWAYS,
+        "ListConsoleMessages": Repeat.ALWAYS,
+    },
+}
+
+#: The request fields that make a call idempotent when set.
+_IDEMPOTENCY_KEYS = ("request_id", "execution_id")
+
+
+def may_repeat(rule: Repeat, request: Message | None) -> bool:
+    """Whether a call under rule may be repeated; request is needed for WHEN_IDEMPOTENT."""
+    if rule is Repeat.WHEN_IDEMPOTENT:
+        fields = request.DESCRIPTOR.fields_by_name if request is not None else {}
+        return any(name in fields and getattr(request, name) for name in _IDEMPOTENCY_KEYS)
+    return rule is Repeat.ALWAYS

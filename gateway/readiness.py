@@ -1,0 +1,42 @@
+"""Whether each public service can serve: the backends it needs answer their health checks."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from gateway.service import EXECUTIONS, RESULTS, WAREHOUSES
+from gateway.units import UnitDirectory
+
+#: How long a backend may take to answer its health check.
+CHECK_SECONDS = 2.0
+
+
+async def serving(channel: grpc.aio.Channel) -> bool:
+    """The server behind channel reports SERVING."""
+    check = channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+        response_deserializer=health_pb2.HealthCheckResponse.FromString,
+    )
+    try:
+        answer = await check(health_pb2.HealthCheckRequest(), timeout=CHECK_SECONDS)
+    except grpc.aio.AioRpcError:
+        return False
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def readiness(
+    warehouses: grpc.aio.Channel,
+    results: grpc.aio.Channel,
+    registry: grpc.aio.Channel,
+    units: UnitDirectory,
+) -> dict[str, bool]:
+    """WarehouseService needs the warehouse service; ResultService the result service and the
+    registry; ExecutionService the registry and a healthy computing unit."""
+    registry_up = await serving(registry)
+    return {
+        WAREHOUSES.full_name: await serving(warehouses),
+        RESULTS.full_name: registry_up and await serving(results),
+        EXECUTIONS.full_name: registry_up and units.loaded and bool(units.healthy_units()),
+    }

@@ -1,0 +1,272 @@
+"""The gateway: the one public endpoint, forwarding to the services and routing executions."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import grpc
+import pytest
+import requests
+from google.rpc import error_details_pb2, status_pb2
+
+from embedded_stack.stack import Stack, free_port
+from service_runtime.health_probe import probe
+from tests.conftest import TEST_STACK_ENV
+from tests.integration.catalog_client import management
+from tests.integration.executions import (
+    UnitClient,
+    filtered_numbers,
+    new_user,
+    slow_workflow,
+    state_name,
+    workflow,
+)
+from tests.integration.mesh import bad_fields, bearer, create_request, refused
+from tests.integration.results import ResultClient, arrow_table, results_like
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    result_service_pb2,
+    result_service_pb2_grpc,
+    warehouse_service_pb2,
+    warehouse_service_pb2_grpc,
+)
+
+pytestmark = pytest.mark.integration
+
+LEASE_SECONDS = float(TEST_STACK_ENV["TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS"])
+EX = execution_pb2
+
+
+def _through(
+    stack: Stack, unit: UnitClient, target: str | None = None
+) -> tuple[UnitClient, ResultClient]:
+    """Execution and result clients calling the gateway with unit's token."""
+    channel = grpc.insecure_channel(target or stack.target("gateway"))
+    return (
+        UnitClient(execution_service_pb2_grpc.ExecutionServiceStub(channel), unit.metadata),
+        ResultClient(result_service_pb2_grpc.ResultServiceStub(channel), unit.metadata),
+    )
+
+
+def _warehouses(target: str) -> warehouse_service_pb2_grpc.WarehouseServiceStub:
+    return warehouse_service_pb2_grpc.WarehouseServiceStub(grpc.insecure_channel(target))
+
+
+def _log_entries(stack: Stack, part: str, request_id: str) -> list[dict[str, Any]]:
+    lines = (stack.log_dir / f"{part}.log").read_text().splitlines()
+    entries = [json.loads(line) for line in lines if line.startswith("{")]
+    return [entry for entry in entries if entry.get("request_id") == request_id]
+
+
+def test_a_whole_execution_through_the_gateway(stack: Stack) -> None:
+    direct, warehouse_id, _ = new_user(stack, "edge")
+    unit, results = _through(stack, direct)
+    flow = filtered_numbers(50_000, 4, "id % 2 = 1")
+    execution = unit.submit(warehouse_id, flow)
+    assert execution.computing_unit_id == "cu-1"
+    events = unit.watch(execution.execution_id)
+    assert state_name(events[-1]) == "SUCCEEDED"
+    assert unit.get(execution.execution_id) == direct.get(execution.execution_id)
+
+    direct_results = results_like(stack, direct)
+    page = results.page(execution.execution_id, "kept", page_size=5, skip=10)
+    assert page == direct_results.page(execution.execution_id, "kept", page_size=5, skip=10)
+    streamed = arrow_table(results.stream(execution.execution_id, "kept", max_batch_rows=4096))
+    assert streamed == arrow_table(direct_results.stream(execution.execution_id, "kept"))
+    assert streamed.num_rows == 25_000
+    listed = unit.stub.ListExecutions(
+        execution_service_pb2.ListExecutionsRequest(), metadata=unit.metadata, timeout=30
+    )
+    assert [e.execution_id for e in listed.executions] == [execution.execution_id]
+
+
+def test_errors_and_request_ids_pass_through(stack: Stack) -> None:
+    grant = stack.provision_bucket("ids")
+    metadata = (*bearer(stack.token("ids-user")), ("x-request-id", "edge-request-1"))
+    bad = create_request(grant, name="")
+    error = refused(
+        lambda: _warehouses(stack.target("gateway")).CreateWarehouse(
+            bad, metadata=metadata, timeout=60
+        )
+    )
+    direct = refused(
+        lambda: _warehouses(stack.target("warehouse-service")).CreateWarehouse(
+            bad, metadata=metadata, timeout=60
+        )
+    )
+    assert error.code() == direct.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == bad_fields(direct) == {"warehouse.display_name"}
+    assert error.details() == direct.details()
+    call: Any = error  # a failed call is a grpc.Call too
+    assert dict(call.initial_metadata() or ())["x-request-id"] == "edge-request-1"
+    assert _log_entries(stack, "warehouse-service", "edge-request-1")
+
+
+def test_a_bad_token_goes_no_further_than_the_gateway(stack: Stack) -> None:
+    metadata = (("authorization", "Bearer not-a-token"), ("x-request-id", "edge-forged-1"))
+    error = refused(
+        lambda: _warehouses(stack.target("gateway")).ListWarehouses(
+            warehouse_service_pb2.ListWarehousesRequest(), metadata=metadata, timeout=30
+        )
+    )
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert _log_entries(stack, "gateway", "edge-forged-1")
+    assert not _log_entries(stack, "warehouse-service", "edge-forged-1")
+
+
+def test_the_callers_deadline_reaches_the_backend(stack: Stack) -> None:
+    direct, warehouse_id, _ = new_user(stack, "deadline")
+    done = direct.finish(
+        direct.submit(
+            warehouse_id,
+            workflow([{"operator_id": "n", "range_source": {"end": 10}, "materialize": True}]),
+        ).execution_id
+    )
+    catalog_id = next(
+        w["id"]
+        for w in management(stack, "GET", "/warehouse").json()["warehouses"]
+        if w["name"] == f"texera-{warehouse_id}"
+    )
+    fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
+    metadata = (*direct.metadata, ("x-request-id", "edge-deadline-1"))
+    stub = result_service_pb2_grpc.ResultServiceStub(grpc.insecure_channel(stack.target("gateway")))
+    requests.put(fault, json={"delay-seconds": 5}, timeout=10).raise_for_status()
+    try:
+        error = refused(
+            lambda: stub.GetResult(
+                result_service_pb2.GetResultRequest(
+                    execution_id=done.execution_id, operator_id="n"
+                ),
+                metadata=metadata,
+                timeout=1.5,
+            )
+        )
+    finally:
+        requests.delete(fault, timeout=10)
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    [started] = [
+        e
+        for e in _log_entries(stack, "result-service", "edge-deadline-1")
+        if e["message"] == "rpc started"
+    ]
+    assert 0 < started["timeout_ms"] <= 1500
+
+
+@pytest.fixture(scope="module")
+def strict_gateway(stack: Stack) -> str:
+    """A second gateway: one call a second (bursts of 3) per user, and a result service that is
+    not there."""
+    target = stack.start_part(
+        "strict-gateway",
+        "gateway",
+        {
+            "TEXERA_LAKE_GATEWAY_RATE_PER_SECOND": "1",
+            "TEXERA_LAKE_GATEWAY_RATE_BURST": "3",
+            "TEXERA_LAKE_GATEWAY_RESULT_TARGET": f"127.0.0.1:{free_port('127.0.0.1')}",
+            "TEXERA_LAKE_GATEWAY_HEALTH_INTERVAL_SECONDS": "0.5",
+        },
+        serving=False,
+    )
+    return target
+
+
+def test_each_user_has_a_rate_limit(stack: Stack, strict_gateway: str) -> None:
+    stub = _warehouses(strict_gateway)
+
+    def call(user: str) -> Any:
+        return stub.ListWarehouses(
+            warehouse_service_pb2.ListWarehousesRequest(),
+            metadata=bearer(stack.token(user)),
+            timeout=30,
+        )
+
+    user = f"busy-{uuid.uuid4().hex[:6]}"
+    for _ in range(3):
+        call(user)
+    error = refused(lambda: call(user))
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    retry = _retry_delay(error)
+    assert 0 < retry <= 1.0
+    call(f"other-{uuid.uuid4().hex[:6]}")  # another user is not held back
+    time.sleep(retry)
+    call(user)
+
+
+def _retry_delay(error: grpc.RpcError) -> float:
+    trailers = {item.key: item.value for item in error.trailing_metadata() or ()}
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    for detail in status.details:
+        info = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            return float(info.retry_delay.ToTimedelta().total_seconds())
+    raise AssertionError("no RetryInfo")
+
+
+def test_health_follows_the_backends(stack: Stack, strict_gateway: str) -> None:
+    deadline = time.monotonic() + 30
+    while probe(strict_gateway, service="texera.lake.v1.WarehouseService") != "SERVING":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert probe(strict_gateway, service="texera.lake.v1.ResultService") == "NOT_SERVING"
+    assert probe(strict_gateway) == "NOT_SERVING"
+    for name in ("", *(f"texera.lake.v1.{n}Service" for n in ("Warehouse", "Execution", "Result"))):
+        assert probe(stack.target("gateway"), service=name) == "SERVING"
+
+
+def test_a_lost_unit_fails_its_execution_and_the_next_goes_elsewhere(stack: Stack) -> None:
+    direct, warehouse_id, _ = new_user(stack, "failover")
+    unit, _ = _through(stack, direct)
+    stack.start_part("cu-2", "cu_service", {"TEXERA_LAKE_CU_ID": "cu-2"})
+    time.sleep(2)  # the gateway reads the units from the registry every second
+    doomed = unit.submit(warehouse_id, slow_workflow(), computing_unit_id="cu-2")
+    assert doomed.computing_unit_id == "cu-2"
+    running = unit.wait_for_state(doomed.execution_id, EX.EXECUTION_STATE_RUNNING)
+    assert state_name(running) == "RUNNING"
+
+    stack.kill("cu-2")
+    killed_at = time.monotonic()
+    while state_name(ended := unit.get(doomed.execution_id)) not in ("FAILED", "SUCCEEDED"):
+        assert time.monotonic() - killed_at < LEASE_SECONDS + 10
+        time.sleep(0.25)
+    failed_after = time.monotonic() - killed_at
+    assert state_name(ended) == "FAILED"
+    assert ended.error.reason == "COMPUTING_UNIT_LOST"
+    assert failed_after <= LEASE_SECONDS + 3  # the lease, and the registry's next sweep
+
+    error = refused(
+        lambda: unit.submit(
+            warehouse_id,
+            workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}]),
+            computing_unit_id="cu-2",
+        )
+    )
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    after = unit.submit(
+        warehouse_id,
+        workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}]),
+    )
+    assert after.computing_unit_id == "cu-1"
+    assert state_name(unit.finish(after.execution_id)) == "SUCCEEDED"
+    watched = unit.watch(doomed.execution_id)  # the registry's record answers for a lost unit
+    assert [state_name(e) for e in watched] == ["FAILED"]
+
+
+def test_unknown_units_and_other_users_executions_are_not_found(stack: Stack) -> None:
+    direct, warehouse_id, _ = new_user(stack, "router")
+    unit, _ = _through(stack, direct)
+    flow = workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}])
+    error = refused(lambda: unit.submit(warehouse_id, flow, computing_unit_id="cu-nowhere"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    mine = unit.finish(unit.submit(warehouse_id, flow).execution_id)
+    stranger = UnitClient(unit.stub, bearer(stack.token("stranger")))
+    for call in (
+        lambda: stranger.get(mine.execution_id),
+        lambda: stranger.watch(mine.execution_id),
+        lambda: stranger.cancel(mine.execution_id),
+    ):
+        assert refused(call).code() == grpc.StatusCode.NOT_FOUND
