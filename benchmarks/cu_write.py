@@ -11,27 +11,22 @@
 (a) and (b) run RUNS times each, alternating, after one untimed warm-up of each; medians are
 reported. Targets: (a) <= 1.5 x (b), and (c) / (a) >= 20.
 
-Run: .venv/bin/python benchmarks/cu_write.py [--rows N] [--slice-rows N] [--runs N]
+Run: .venv/bin/python -m benchmarks.cu_write [--rows N] [--slice-rows N] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 from pyspark.sql import SparkSession
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 
 from benchmarks.shared import USER, create_warehouse, plan, run_execution, user_catalog
 from cu_service.settings import ComputingUnitSettings

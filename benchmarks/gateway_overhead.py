@@ -10,23 +10,19 @@
 The ratios are gateway / direct: 1.0 would be no overhead at all. The gateway runs without its
 per-user rate limit here.
 
-Run: .venv/bin/python benchmarks/gateway_overhead.py [--rows N] [--calls N] [--runs N]
+Run: .venv/bin/python -m benchmarks.gateway_overhead [--rows N] [--calls N] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import grpc
 import pyarrow as pa
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.shared import (
     USER,

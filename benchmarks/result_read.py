@@ -16,24 +16,20 @@ and the CPU time the reader and the service spend in (a) and (b).
 
 Each measurement runs RUNS times after one untimed warm-up; medians are reported.
 
-Run: .venv/bin/python benchmarks/result_read.py [--rows N] [--runs N]
+Run: .venv/bin/python -m benchmarks.result_read [--rows N] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import pyarrow as pa
 from pyiceberg.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.shared import (
     USER,
