@@ -12,7 +12,8 @@ on that same table:
   (e) the result service's peak resident memory while it streams the whole result (after a
       first short stream has loaded what any read needs), against its memory before and the
       size of the result in Arrow;
-and the CPU time the reader and the service spend in (a) and (b).
+and the CPU time the reader, the service and the S3 endpoint spend in (a) and (b), with the
+least time (b) can take on this machine's cores for that much CPU.
 
 Each measurement runs RUNS times after one untimed warm-up; medians are reported.
 
@@ -136,14 +137,21 @@ def measure(rows: int, runs: int) -> Readings:
         seconds = {name: timed(read, runs) for name, read in ways.items()}
         seconds["c"] = timed(readers.page(0), runs * 5)
         seconds["d"] = timed(readers.page(rows * 9 // 10), runs * 5)
-        (a_cpu,) = cpu_seconds(readers.in_process, me)
-        b_service, b_reader = cpu_seconds(readers.streamed, service, me)
+        storage = stack.pid("s3"), stack.pid("s3-backend")  # the gate and moto behind it
+        a_reader, *a_storage = cpu_seconds(readers.in_process, me, *storage)
+        b_service, b_reader, *b_storage = cpu_seconds(readers.streamed, service, me, *storage)
     return Readings(
         rows=rows,
         arrow_bytes=expected.nbytes,
         files=output.file_count,
         seconds=seconds,
-        cpu={"a": a_cpu, "b service": b_service, "b reader": b_reader},
+        cpu={
+            "a": a_reader,
+            "a storage": sum(a_storage),
+            "b service": b_service,
+            "b reader": b_reader,
+            "b storage": sum(b_storage),
+        },
         memory=memory,
     )
 
@@ -159,8 +167,15 @@ def report(r: Readings) -> None:
     print(f"(c) ReadResultPage, {PAGE_ROWS} rows at offset 0       {s['c'] * 1000:>8.1f} ms")
     print(f"(d) ReadResultPage, {PAGE_ROWS} rows at 90 % depth     {s['d'] * 1000:>8.1f} ms")
     print(
-        f"    CPU time: (a) {cpu['a']:.2f} s in the reader; (b) {cpu['b service']:.2f} s in "
-        f"the result service and {cpu['b reader']:.2f} s in the reader"
+        f"    CPU time: (a) {cpu['a']:.2f} s in the reader, {cpu['a storage']:.2f} s in the S3 "
+        f"endpoint; (b) {cpu['b service']:.2f} s in the result service, {cpu['b reader']:.2f} s "
+        f"in the reader, {cpu['b storage']:.2f} s in the S3 endpoint"
+    )
+    cores = os.cpu_count() or 1
+    floor = (cpu["b service"] + cpu["b reader"] + cpu["b storage"]) / cores
+    print(
+        f"    on {cores} cores (b) needs at least {floor:.2f} s for that CPU time, so (a) / (b) "
+        f"cannot exceed {s['a'] / floor:.2f} here"
     )
     growth = (memory.peak - memory.before) / MIB
     print(
