@@ -28,14 +28,18 @@ from texera.lake.v1 import (
 es = execution_service_pb2
 
 
-def _check_id(execution_id: str) -> None:
+def _id_violations(execution_id: str) -> FieldViolations:
     violations = FieldViolations()
     violations.check(
         bool(IDENTIFIER.match(execution_id)),
         "execution_id",
         "must be 1 to 64 letters, digits, '_' or '-'",
     )
-    violations.raise_if_any()
+    return violations
+
+
+def _check_id(execution_id: str) -> None:
+    _id_violations(execution_id).raise_if_any()
 
 
 @dataclass
@@ -128,10 +132,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         self, request: es.CancelExecutionRequest, context: Any
     ) -> es.CancelExecutionResponse:
         owner = require_user().user_id
-        violations = FieldViolations()
-        violations.check(
-            bool(IDENTIFIER.match(request.execution_id)), "execution_id", "must be an execution id"
-        )
+        violations = _id_violations(request.execution_id)
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
         local = self._local(request.execution_id, owner)

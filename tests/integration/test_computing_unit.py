@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -32,11 +32,18 @@ from tests.integration.executions import (
     workflow,
 )
 from tests.integration.mesh import bad_fields, computing_unit, refused, user
-from texera.lake.v1 import execution_pb2, registry_service_pb2, warehouse_service_pb2, workflow_pb2
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    registry_service_pb2,
+    warehouse_service_pb2,
+    workflow_pb2,
+)
 
 pytestmark = pytest.mark.integration
 EX = execution_pb2
 ws = warehouse_service_pb2
+es = execution_service_pb2
 
 SALES = [
     [1, "west", "2024-01-05", "12.50", 3],
@@ -448,6 +455,32 @@ def test_bad_workflows_are_refused_naming_the_operator(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field in bad_fields(error)
     assert mentions in (error.details() or "")
+
+
+EXECUTION_BAD_INPUT = [
+    ("GetExecution", lambda c: c.get("no/such id"), {"execution_id"}),
+    ("WatchExecution", lambda c: c.watch("x" * 65), {"execution_id"}),
+    ("CancelExecution", lambda c: c.cancel("", reason="r" * 1001), {"execution_id", "reason"}),
+    (
+        "ListExecutions",
+        lambda c: c.stub.ListExecutions(
+            es.ListExecutionsRequest(page_size=-1), metadata=c.metadata, timeout=60
+        ),
+        {"page_size"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "call", "fields"), EXECUTION_BAD_INPUT, ids=[m for m, _, _ in EXECUTION_BAD_INPUT]
+)
+def test_bad_execution_requests_name_the_field(
+    stack: Stack, method: str, call: Callable[[UnitClient], Any], fields: set[str]
+) -> None:
+    client = unit_as(stack, f"asker-{uuid.uuid4().hex[:6]}")
+    error = refused(lambda: call(client))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == fields
 
 
 def test_submission_is_idempotent_and_ids_are_not_reused(stack: Stack) -> None:
