@@ -40,6 +40,7 @@ from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, Work
 from cu_service.workflow.iceberg_source import read_table
 from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
 from cu_service.writer.output import WritePolicy, WrittenOutput
+from lake_client.executions import TERMINAL
 from lake_tables import naming
 from service_runtime.errors import FieldViolation, FieldViolations, ServiceError, invalid_argument
 from service_runtime.identifiers import IDENTIFIER
@@ -47,9 +48,6 @@ from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_servic
 
 log = logging.getLogger("cu_service.manager")
 EX = execution_pb2
-TERMINAL = frozenset(
-    {EX.EXECUTION_STATE_SUCCEEDED, EX.EXECUTION_STATE_FAILED, EX.EXECUTION_STATE_CANCELLED}
-)
 _ID_NAMESPACE = uuid.UUID("0d9c4b7e-3a51-4f62-9d8e-5b2a7c1e4f30")
 #: Finished executions kept in memory; older ones are answered from the registry's ledger.
 KEEP_FINISHED = 1000

@@ -14,8 +14,9 @@ from typing import Any
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cu_service.manager import TERMINAL, ExecutionManager, LocalExecution
+from cu_service.manager import ExecutionManager, LocalExecution
 from cu_service.registry import RegistryClient
+from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError, not_found
 from service_runtime.identifiers import IDENTIFIER

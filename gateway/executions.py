@@ -19,18 +19,12 @@ import grpc
 from catalog_map.registry import RegistryReader
 from gateway.policy import Repeat, may_repeat
 from gateway.units import UnitDirectory
+from lake_client.executions import TERMINAL
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import execution_pb2, execution_service_pb2
 
 es = execution_service_pb2
 SERVICE = "/texera.lake.v1.ExecutionService/"
-TERMINAL = frozenset(
-    {
-        execution_pb2.EXECUTION_STATE_SUCCEEDED,
-        execution_pb2.EXECUTION_STATE_FAILED,
-        execution_pb2.EXECUTION_STATE_CANCELLED,
-    }
-)
 
 
 def _unreachable(error: ServiceError) -> bool:

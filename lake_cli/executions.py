@@ -12,20 +12,10 @@ from google.protobuf import json_format
 
 from lake_cli.connection import CliError, Connection
 from lake_cli.render import as_json, progress_bar, table
+from lake_client.executions import state_name
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
 es = execution_service_pb2
-TERMINAL = frozenset(
-    {
-        execution_pb2.EXECUTION_STATE_SUCCEEDED,
-        execution_pb2.EXECUTION_STATE_FAILED,
-        execution_pb2.EXECUTION_STATE_CANCELLED,
-    }
-)
-
-
-def state_name(execution: execution_pb2.Execution) -> str:
-    return execution_pb2.ExecutionState.Name(execution.state).removeprefix("EXECUTION_STATE_")
 
 
 def load_workflow(path: Path) -> workflow_pb2.Workflow:

@@ -12,6 +12,7 @@ from google.protobuf import json_format
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
+from lake_client.executions import TERMINAL
 from tests.integration.mesh import Metadata, bearer, create_warehouse, user
 from texera.lake.v1 import (
     execution_pb2,
@@ -21,11 +22,6 @@ from texera.lake.v1 import (
 )
 
 es = execution_service_pb2
-TERMINAL = {
-    execution_pb2.EXECUTION_STATE_SUCCEEDED,
-    execution_pb2.EXECUTION_STATE_FAILED,
-    execution_pb2.EXECUTION_STATE_CANCELLED,
-}
 
 
 def workflow(operators: list[dict[str, Any]], workflow_id: str = "wf") -> workflow_pb2.Workflow:
@@ -47,10 +43,6 @@ def filtered_numbers(end: int, partitions: int, condition: str) -> workflow_pb2.
             },
         ]
     )
-
-
-def state_name(execution: execution_pb2.Execution) -> str:
-    return execution_pb2.ExecutionState.Name(execution.state).removeprefix("EXECUTION_STATE_")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.stack import Stack
+from lake_client.executions import state_name
 from lake_tables.naming import result_table
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
@@ -26,7 +27,6 @@ from tests.integration.executions import (
     filtered_numbers,
     new_user,
     slow_workflow,
-    state_name,
     udf,
     unit_as,
     workflow,

@@ -13,6 +13,7 @@ import requests
 from google.rpc import error_details_pb2, status_pb2
 
 from embedded_stack.stack import Stack, free_port
+from lake_client.executions import state_name
 from service_runtime.health_probe import probe
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management
@@ -21,7 +22,6 @@ from tests.integration.executions import (
     filtered_numbers,
     new_user,
     slow_workflow,
-    state_name,
     workflow,
 )
 from tests.integration.mesh import bad_fields, bearer, create_request, refused

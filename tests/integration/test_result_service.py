@@ -17,8 +17,9 @@ import requests
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from embedded_stack.stack import Stack
+from lake_client.executions import state_name
 from lake_client.result_stream import ResultStream
-from tests.integration.executions import UnitClient, new_user, state_name, udf, unit_as, workflow
+from tests.integration.executions import UnitClient, new_user, udf, unit_as, workflow
 from tests.integration.mesh import bad_fields, refused, user
 from tests.integration.results import ResultClient, arrow_table, results_like
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, warehouse_service_pb2

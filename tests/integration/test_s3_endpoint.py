@@ -17,8 +17,9 @@ from botocore.exceptions import ClientError
 
 from embedded_stack.s3.endpoint import REGION, BucketGrant
 from embedded_stack.stack import Stack
+from lake_client.executions import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
-from tests.integration.executions import state_name, udf, unit_as, workflow
+from tests.integration.executions import udf, unit_as, workflow
 from tests.integration.mesh import create_warehouse as create_registry_warehouse
 from tests.integration.mesh import user
 
