@@ -10,7 +10,9 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
+
+from service_runtime.errors import status_details
 
 MAX_CELL = 40
 
@@ -48,12 +50,8 @@ def error_text(error: grpc.RpcError) -> str:
     """The call's status and message in one line, and a line per bad field."""
     call: Any = error  # a failed call of the synchronous API is both an RpcError and a Call
     text = f"{call.code().name}: {call.details()}"
-    raw = dict(call.trailing_metadata() or ()).get("grpc-status-details-bin")
-    if isinstance(raw, bytes):
-        for detail in status_pb2.Status.FromString(raw).details:
-            bad_request = error_details_pb2.BadRequest()
-            if detail.Unpack(bad_request):
-                text += "".join(
-                    f"\n  {v.field}: {v.description}" for v in bad_request.field_violations
-                )
+    for detail in status_details(call):
+        bad_request = error_details_pb2.BadRequest()
+        if detail.Unpack(bad_request):
+            text += "".join(f"\n  {v.field}: {v.description}" for v in bad_request.field_violations)
     return text

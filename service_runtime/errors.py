@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -54,11 +55,9 @@ class ServiceError(Exception):
     @classmethod
     def relayed(cls, error: grpc.aio.AioRpcError) -> ServiceError:
         """Another service's error, passed on with its code, message and details."""
-        trailers = dict(error.trailing_metadata() or ())
-        details: Iterable[any_pb2.Any] = ()
-        if isinstance(raw := trailers.get("grpc-status-details-bin"), bytes):
-            details = status_pb2.Status.FromString(raw).details
-        return cls(error.code(), error.details() or error.code().name, details=details)
+        return cls(
+            error.code(), error.details() or error.code().name, details=status_details(error)
+        )
 
     def to_status(self) -> grpc.Status:
         status = status_pb2.Status(
@@ -132,3 +131,10 @@ class FieldViolations:
     def raise_if_any(self) -> None:
         if self._violations:
             raise invalid_argument(self._violations)
+
+
+def status_details(call: Any) -> tuple[any_pb2.Any, ...]:
+    """The google.rpc.Status details a failed call (synchronous or asyncio) carries in its
+    trailers; none when it carries no Status."""
+    raw = dict(call.trailing_metadata() or ()).get("grpc-status-details-bin")
+    return tuple(status_pb2.Status.FromString(raw).details) if isinstance(raw, bytes) else ()

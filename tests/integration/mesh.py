@@ -12,12 +12,13 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime.auth import SERVICE_ROLE, mint_token
+from service_runtime.errors import status_details
 from texera.lake.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
@@ -122,10 +123,8 @@ def refused(call: Callable[[], Any]) -> grpc.RpcError:
 
 def bad_fields(error: grpc.RpcError) -> set[str]:
     """The fields named by an error's BadRequest details."""
-    trailers = {item.key: item.value for item in error.trailing_metadata() or ()}
-    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
     fields = set()
-    for detail in status.details:
+    for detail in status_details(error):
         bad_request = error_details_pb2.BadRequest()
         if detail.Unpack(bad_request):
             fields |= {violation.field for violation in bad_request.field_violations}

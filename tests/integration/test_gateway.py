@@ -10,10 +10,11 @@ from typing import Any
 import grpc
 import pytest
 import requests
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 
 from embedded_stack.stack import Stack, free_port
 from lake_client.executions import state_name
+from service_runtime.errors import status_details
 from service_runtime.health_probe import probe
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management
@@ -199,9 +200,7 @@ def test_each_user_has_a_rate_limit(stack: Stack, strict_gateway: str) -> None:
 
 
 def _retry_delay(error: grpc.RpcError) -> float:
-    trailers = {item.key: item.value for item in error.trailing_metadata() or ()}
-    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
-    for detail in status.details:
+    for detail in status_details(error):
         info = error_details_pb2.RetryInfo()
         if detail.Unpack(info):
             return float(info.retry_delay.ToTimedelta().total_seconds())

@@ -18,13 +18,13 @@ from typing import Any
 import grpc
 import jwt
 import pytest
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 
 from service_runtime import context
 from service_runtime.auth import mint_token
 from service_runtime.config import ServerSettings
-from service_runtime.errors import FieldViolations, not_found
+from service_runtime.errors import FieldViolations, not_found, status_details
 from service_runtime.logs import JsonFormatter
 from service_runtime.metrics import HANDLED
 from service_runtime.propagation import service_channel
@@ -194,11 +194,8 @@ async def test_bad_input_is_invalid_argument_with_a_violation_per_field(
         )
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "warehouse.storage.bucket" in (error.value.details() or "")
-    status = status_pb2.Status.FromString(
-        dict(error.value.trailing_metadata() or ())["grpc-status-details-bin"]
-    )
     bad_request = error_details_pb2.BadRequest()
-    assert status.details[0].Unpack(bad_request)
+    assert status_details(error.value)[0].Unpack(bad_request)
     assert {v.field for v in bad_request.field_violations} == {
         "warehouse.storage.bucket",
         "warehouse.display_name",
