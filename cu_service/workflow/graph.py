@@ -216,6 +216,10 @@ def _python(violations: FieldViolations, path: str, who: str, op: workflow_pb2.O
     )
 
 
+def _nothing_to_check(*_: object) -> None:
+    """For operators whose settings are valid whatever they hold (distinct, union)."""
+
+
 _CHECKS: dict[str, Check] = {
     "inline_source": _inline,
     "range_source": _range,
@@ -227,6 +231,8 @@ _CHECKS: dict[str, Check] = {
     "join": _join,
     "sort": _sort,
     "limit": _limit,
+    "distinct": _nothing_to_check,
+    "union": _nothing_to_check,
     "sql_query": _sql,
     "python_udf": _python,
 }

@@ -43,6 +43,22 @@ def test_a_valid_graph_comes_back_in_dependency_order() -> None:
     assert order.index("b") < order.index("j")
 
 
+def test_operators_without_settings_to_check_are_accepted() -> None:
+    order = validate(
+        flow(
+            SOURCE,
+            {"operator_id": "d", "input_operator_ids": ["src"], "distinct": {}},
+            {
+                "operator_id": "u",
+                "input_operator_ids": ["src", "d"],
+                "union": {"by_name": True},
+                "materialize": True,
+            },
+        )
+    )
+    assert order == ["src", "d", "u"]
+
+
 def test_empty_and_unmaterialized_workflows_are_refused() -> None:
     assert "workflow.operators" in problems(flow())
     assert "no operator is materialized" in problems(flow(SOURCE))["workflow.operators"]
