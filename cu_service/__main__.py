@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 
 from pyspark.sql import SparkSession
@@ -30,6 +31,10 @@ def build() -> ServiceProcess:
     sessions: list[SparkSession] = []
 
     def prepare() -> None:
+        # Spark's workers inherit this environment and run users' Python: secrets, read into
+        # the settings already, leave it first.
+        for variable in settings.secret_variables():
+            os.environ.pop(variable, None)
         sessions.append(start_spark(settings))
 
     async def start() -> None:

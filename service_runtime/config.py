@@ -83,6 +83,11 @@ class Settings:
         return f"{ENV_PREFIX}{scope}{f.metadata['env']}"
 
     @classmethod
+    def secret_variables(cls) -> list[str]:
+        """The environment variables of the settings marked secret."""
+        return [cls.variable_name(f) for f in dataclasses.fields(cls) if f.metadata["secret"]]
+
+    @classmethod
     def describe(cls) -> Iterator[tuple[str, str, str]]:
         """Yields (variable, default, help) for every setting."""
         for f in dataclasses.fields(cls):

@@ -289,6 +289,36 @@ def test_a_udf_exception_fails_the_execution_and_keeps_its_traceback(stack: Stac
     assert any(m["message"] == "starting the broken udf" for m in messages)
 
 
+def test_user_code_does_not_see_the_units_secrets(stack: Stack) -> None:
+    client, warehouse_id, _ = new_user(stack, "curious")
+    looks = (
+        "import os\n"
+        "def process(batches):\n"
+        "    found = sorted(k for k in os.environ if k.startswith('TEXERA_LAKE_'))\n"
+        "    print('variables: ' + ','.join(found))\n"
+        "    yield from batches\n"
+    )
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 10, "partitions": 1}},
+            {
+                "operator_id": "curious",
+                "input_operator_ids": ["n"],
+                "python_udf": udf(looks, [("id", "bigint")]),
+                "materialize": True,
+            },
+        ]
+    )
+    execution = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert state_name(execution) == "SUCCEEDED"
+    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    [console_table] = catalog.list_tables("console_logs")
+    messages = catalog.load_table(console_table).scan().to_arrow().to_pylist()
+    [seen] = [m["message"] for m in messages if m["message"].startswith("variables: ")]
+    assert "TEXERA_LAKE_CU_PORT" in seen  # what the unit was started with, but no secret
+    assert "TEXERA_LAKE_JWT_SECRET" not in seen
+
+
 def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:
     client, warehouse_id, grant = new_user(stack, "canceller")
     execution = client.submit(warehouse_id, slow_workflow())
