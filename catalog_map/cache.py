@@ -23,8 +23,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import grpc
 from pyiceberg.catalog import Catalog
 
+from service_runtime.errors import ServiceError
 from texera.lake.v1 import registry_service_pb2
 
 log = logging.getLogger("catalog_map")
@@ -101,6 +103,14 @@ class CatalogMap:
             )
             return catalog
 
+    async def get_or_unavailable(self, warehouse_id: str, binding: Binding) -> Catalog:
+        """get(), with a catalog that cannot be reached (HTTP errors, timeouts, refusals alike)
+        answered as UNAVAILABLE for the caller to retry."""
+        try:
+            return await self.get(warehouse_id, binding)
+        except Exception as exc:
+            raise catalog_unavailable(warehouse_id, exc) from exc
+
     def _replace(self, warehouse_id: str, entry: _Entry) -> None:
         old = self._entries.pop(warehouse_id, None)
         if old is not None:
@@ -131,3 +141,16 @@ class CatalogMap:
     def close(self) -> None:
         for warehouse_id in list(self._entries):
             self.invalidate(warehouse_id)
+
+
+def catalog_unavailable(warehouse_id: str, exc: BaseException) -> ServiceError:
+    """UNAVAILABLE for a warehouse whose catalog failed to answer; the cause is logged."""
+    log.warning(
+        "catalog unavailable",
+        extra={"warehouse_id": warehouse_id, "error": f"{type(exc).__name__}: {str(exc)[:300]}"},
+    )
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        f"the catalog of warehouse {warehouse_id} is unavailable; retry later",
+        reason="CATALOG_UNAVAILABLE",
+    )

@@ -161,18 +161,7 @@ class ExecutionManager:
                 f"execution id {execution_id} is already used by another submission",
             )
         binding = await self._registry.resolve_warehouse(request.warehouse_id)
-        try:
-            catalog = await self._catalogs.get(request.warehouse_id, binding)
-        except Exception as exc:  # the catalog's HTTP errors, timeouts and refusals alike
-            log.warning(
-                "catalog unavailable",
-                extra={"warehouse_id": request.warehouse_id, "error": repr(exc)[:300]},
-            )
-            raise ServiceError(
-                grpc.StatusCode.UNAVAILABLE,
-                f"the catalog of warehouse {request.warehouse_id} is unavailable; retry later",
-                reason="CATALOG_UNAVAILABLE",
-            ) from exc
+        catalog = await self._catalogs.get_or_unavailable(request.warehouse_id, binding)
         tables = await self._resolve_tables(request.workflow, request.warehouse_id)
         session = self._spark.newSession()
         console = self._spark.sparkContext.accumulator([], ConsoleParam())

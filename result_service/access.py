@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,7 +25,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, RESTError
 from pyiceberg.table import Table
 
-from catalog_map.cache import CatalogMap
+from catalog_map.cache import CatalogMap, catalog_unavailable
 from catalog_map.registry import RegistryReader
 from result_service.plan import RowLevelDeletesError
 from service_runtime.errors import ServiceError, not_found
@@ -61,7 +61,7 @@ def storage_failures(warehouse_id: str) -> Iterator[None]:
     except (ServiceError, NoSuchTableError, NoSuchNamespaceError):
         raise
     except (RESTError, requests.RequestException) as exc:
-        raise _catalog_unavailable(warehouse_id, exc) from exc
+        raise catalog_unavailable(warehouse_id, exc) from exc
     except RowLevelDeletesError as exc:
         raise ServiceError(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -87,21 +87,6 @@ def storage_failures(warehouse_id: str) -> Iterator[None]:
         ) from exc
 
 
-@contextlib.asynccontextmanager
-async def async_storage_failures(warehouse_id: str) -> AsyncIterator[None]:
-    with storage_failures(warehouse_id):
-        yield
-
-
-def _catalog_unavailable(warehouse_id: str, exc: BaseException) -> ServiceError:
-    log.warning("catalog unavailable", extra={"warehouse_id": warehouse_id, "error": _brief(exc)})
-    return ServiceError(
-        grpc.StatusCode.UNAVAILABLE,
-        f"the catalog of warehouse {warehouse_id} is unavailable; retry later",
-        reason="CATALOG_UNAVAILABLE",
-    )
-
-
 def _brief(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
@@ -114,7 +99,7 @@ class ResultAccess:
 
     async def blocking(self, resolved: Resolved, work: Callable[[], T]) -> T:
         """work() on a reader thread, its failures turned into statuses."""
-        async with async_storage_failures(resolved.warehouse_id):
+        with storage_failures(resolved.warehouse_id):
             return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     async def resolve(self, execution_id: str) -> Resolved:
@@ -122,10 +107,7 @@ class ResultAccess:
         return Resolved(response.execution, response.binding)
 
     async def catalog(self, resolved: Resolved) -> Catalog:
-        try:
-            return await self._catalogs.get(resolved.warehouse_id, resolved.binding)
-        except Exception as exc:  # the catalog's HTTP errors, timeouts and refusals alike
-            raise _catalog_unavailable(resolved.warehouse_id, exc) from exc
+        return await self._catalogs.get_or_unavailable(resolved.warehouse_id, resolved.binding)
 
     async def table(self, resolved: Resolved, identifier: tuple[str, str]) -> Table | None:
         """The table, loaded with fresh credentials; None if it does not exist."""

@@ -16,6 +16,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
@@ -36,7 +37,7 @@ class PlannedFile:
     #: The filter holds for every row of the file (always so without a filter).
     all_match: bool
 
-    @property
+    @cached_property  # asked for each message of a stream
     def digest(self) -> str:
         """A short name of the file, for page tokens to check they point at the same file."""
         return hashlib.sha256(self.data_file.file_path.encode()).hexdigest()[:12]

@@ -17,7 +17,7 @@ from catalog_map.registry import RegistryReader
 from catalog_map.settings import new_catalog_map
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from result_service import snapshots, telemetry
-from result_service.access import Resolved, ResultAccess, async_storage_failures
+from result_service.access import Resolved, ResultAccess, storage_failures
 from result_service.json_rows import to_structs
 from result_service.metrics import OPEN_STREAMS
 from result_service.plan import PlanCache
@@ -238,7 +238,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
                 limit=request.limit,
                 files_at_once=self._settings.read_ahead_files,
             )
-            async with async_storage_failures(resolved.warehouse_id):
+            with storage_failures(resolved.warehouse_id):
                 async for message in self._send(stream):
                     yield message
         finally:
