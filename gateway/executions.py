@@ -17,14 +17,17 @@ from typing import Any
 import grpc
 
 from catalog_map.registry import RegistryReader
-from gateway.policy import Repeat, may_repeat
+from gateway.policy import REPEATABLE, may_repeat
 from gateway.units import UnitDirectory
 from lake_client.executions import TERMINAL
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import execution_pb2, execution_service_pb2
 
 es = execution_service_pb2
-SERVICE = "/texera.lake.v1.ExecutionService/"
+_NAME = es.DESCRIPTOR.services_by_name["ExecutionService"].full_name
+SERVICE = f"/{_NAME}/"
+#: The gateway's repeat rule of each ExecutionService method.
+RULES = REPEATABLE[_NAME]
 
 
 def _unreachable(error: ServiceError) -> bool:
@@ -51,7 +54,7 @@ class ExecutionRoutes:
 
     async def SubmitExecution(self, request: bytes, context: Any) -> bytes:
         submission = es.SubmitExecutionRequest.FromString(request)
-        repeatable = may_repeat(Repeat.WHEN_IDEMPOTENT, submission)
+        repeatable = may_repeat(RULES["SubmitExecution"], submission)
         while True:
             unit = (
                 self._units.named(submission.computing_unit_id)
@@ -86,7 +89,7 @@ class ExecutionRoutes:
         if unit is not None:
             try:
                 answer = await self._units.backend(unit).unary(
-                    SERVICE + method, request, retry=True
+                    SERVICE + method, request, retry=may_repeat(RULES[method], None)
                 )
             except ServiceError as error:
                 if not _unreachable(error):
@@ -119,7 +122,9 @@ class ExecutionRoutes:
         unit = self._units.find(execution.computing_unit_id)
         if unit is not None:
             async for message in self._units.backend(unit).stream(
-                SERVICE + "WatchExecution", request, retry=True
+                SERVICE + "WatchExecution",
+                request,
+                retry=may_repeat(RULES["WatchExecution"], None),
             ):
                 yield message
             return

@@ -112,10 +112,7 @@ def _add(
     _servicer: object,
     server: grpc.aio.Server,
 ) -> None:
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
-    )
-    server.add_registered_method_handlers(service.full_name, handlers)
+    wire.add_handlers(handlers, service, server)
 
 
 def binding(

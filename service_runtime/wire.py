@@ -52,7 +52,15 @@ def method_handlers(
 
 def add_service(servicer: Any, service: ServiceDescriptor, server: grpc.aio.Server) -> None:
     """Registers servicer for service, as the generated add_…_to_server does."""
-    handlers = method_handlers(servicer, service)
+    add_handlers(method_handlers(servicer, service), service, server)
+
+
+def add_handlers(
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]],
+    service: ServiceDescriptor,
+    server: grpc.aio.Server,
+) -> None:
+    """Registers handlers, by method name, as service's."""
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(service.full_name, handlers),)
     )
