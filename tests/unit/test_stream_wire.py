@@ -6,7 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lake_client.result_stream import decode
+from lake_client.result_stream import decode, record_batches
+from result_service import arrow_ipc
 from result_service.streaming import encode_response
 from texera.lake.v1 import result_service_pb2
 
@@ -51,3 +52,22 @@ def test_the_client_skips_fields_it_does_not_know() -> None:
     unknown = b"\x2a\x02hi" + b"\x30\x05" + b"\x39" + b"\x00" * 8 + b"\x45" + b"\x00" * 4
     decoded = decode(unknown + known.SerializeToString())
     assert (bytes(decoded.arrow_ipc), decoded.row_count) == (b"abc", 3)
+
+
+def test_batches_are_read_into_aligned_memory_of_their_own() -> None:
+    rows = pa.record_batch(
+        {"id": pa.array(range(1_000), pa.int64()), "label": [f"row-{i}" for i in range(1_000)]}
+    )
+    received = [
+        encode_response(arrow_ipc.schema_message(rows.schema), 0, 1, ""),
+        encode_response(rows.serialize(), rows.num_rows, 1, ""),
+    ]
+    schema, batches = record_batches(decode(message) for message in received)
+    [batch] = list(batches)
+    assert schema == rows.schema
+    assert batch == rows
+    spans = [(start, start + len(m)) for m in received for start in [pa.py_buffer(m).address]]
+    for column in batch.columns:
+        for buffer in filter(None, column.buffers()):
+            assert buffer.address % 8 == 0
+            assert not any(start <= buffer.address < end for start, end in spans)
