@@ -7,6 +7,9 @@ on that same table:
       Arrow table, read with lake_client.ResultStream; speed ratio (a) / (b), target >= 0.7;
       (b') the same with the generated stub, which copies each payload out of its message;
       (b'') the same as (b) through the gateway, the public endpoint;
+      (f) the transport reference: the same files read the same way by a bare Arrow Flight
+      server in another process (benchmarks.flight_reference), C++ gRPC without a Python
+      step or a copy per batch; (a) / (f) is as close as any stream gets on this machine;
   (c) ReadResultPage of 100 rows at offset 0 and (d) at 90 % depth (skip); (d) / (c),
       target <= 2;
   (e) the result service's peak resident memory while it streams the whole result (after a
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import grpc
 import pyarrow as pa
+from pyarrow import flight
 from pyiceberg.table import Table
 
 from benchmarks.shared import (
@@ -43,6 +49,7 @@ from benchmarks.shared import (
     timed,
     user_catalog,
 )
+from embedded_stack.processes import ManagedProcess, wait_until
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
@@ -66,13 +73,16 @@ class Readings:
 class Readers:
     """The ways of reading one result that the benchmark compares."""
 
-    def __init__(self, stack: Stack, table: Table, execution_id: str, operator_id: str) -> None:
+    def __init__(
+        self, stack: Stack, table: Table, execution_id: str, operator_id: str, flight_port: int
+    ) -> None:
         self.table = table
         self.calls = metadata(stack)
         channel = grpc.insecure_channel(stack.target("result-service"))
         self.stub = result_service_pb2_grpc.ResultServiceStub(channel)
         self.direct = ResultStream(channel)
         self.gateway = ResultStream(grpc.insecure_channel(stack.target("gateway")))
+        self.reference = flight.connect(f"grpc://127.0.0.1:{flight_port}")
         self.whole = result_service_pb2.StreamResultRequest(
             execution_id=execution_id, operator_id=operator_id
         )
@@ -89,6 +99,9 @@ class Readers:
     def by_stub(self) -> pa.Table:
         messages = self.stub.StreamResult(self.whole, metadata=self.calls, timeout=600)
         return pa.ipc.open_stream(b"".join(m.arrow_ipc for m in messages)).read_all()
+
+    def by_flight(self) -> pa.Table:
+        return self.reference.do_get(flight.Ticket(b"")).read_all()
 
     def first_rows(self) -> None:
         """A short stream, which loads what any read needs (libraries, clients, pools)."""
@@ -107,10 +120,32 @@ class Readers:
         return lambda: self.stub.ReadResultPage(request, metadata=self.calls, timeout=60)
 
 
+@contextmanager
+def reference_server(
+    stack: Stack, warehouse: str, namespace: str, name: str
+) -> Iterator[tuple[int, int]]:
+    """benchmarks.flight_reference serving the table while in use; (pid, port)."""
+    log = stack.log_dir / "flight-reference.log"
+    server = ManagedProcess(
+        "flight-reference",
+        [
+            *(sys.executable, "-m", "benchmarks.flight_reference"),
+            *(f"{stack.catalog_url}/catalog", warehouse, namespace, name),
+        ],
+        log,
+    )
+    try:
+        wait_until(lambda: log.read_text().strip().isdigit(), server, 60, "flight-reference")
+        yield server.pid, int(log.read_text())
+    finally:
+        server.stop()
+
+
 def measure(rows: int, runs: int) -> Readings:
     with (
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
+        ExitStack() as cleanup,
     ):
         warehouse = create_warehouse(stack, stack.provision_bucket(USER))
         print(f"writing {rows:,} rows ...", flush=True)
@@ -119,7 +154,12 @@ def measure(rows: int, runs: int) -> Readings:
         table = user_catalog(stack, warehouse, "reader").load_table(
             (output.namespace, output.table_name)
         )
-        readers = Readers(stack, table, final.execution_id, output.operator_id)
+        reference, flight_port = cleanup.enter_context(
+            reference_server(
+                stack, warehouse.catalog_warehouse_name, output.namespace, output.table_name
+            )
+        )
+        readers = Readers(stack, table, final.execution_id, output.operator_id, flight_port)
         service, me = stack.pid("result-service"), os.getpid()
         readers.first_rows()
         with PeakMemory(service) as memory:
@@ -130,6 +170,7 @@ def measure(rows: int, runs: int) -> Readings:
             "b": readers.streamed,
             "b by stub": readers.by_stub,
             "b by gateway": readers.through_gateway,
+            "f": readers.by_flight,
         }
         if any(read() != expected for read in ways.values()):
             raise SystemExit("a stream differs from what pyiceberg reads")
@@ -140,6 +181,7 @@ def measure(rows: int, runs: int) -> Readings:
         storage = stack.pid("s3"), stack.pid("s3-backend")  # the gate and moto behind it
         a_reader, *a_storage = cpu_seconds(readers.in_process, me, *storage)
         b_service, b_reader, *b_storage = cpu_seconds(readers.streamed, service, me, *storage)
+        f_server, f_reader = cpu_seconds(readers.by_flight, reference, me)
     return Readings(
         rows=rows,
         arrow_bytes=expected.nbytes,
@@ -151,6 +193,8 @@ def measure(rows: int, runs: int) -> Readings:
             "b service": b_service,
             "b reader": b_reader,
             "b storage": sum(b_storage),
+            "f server": f_server,
+            "f reader": f_reader,
         },
         memory=memory,
     )
@@ -164,12 +208,14 @@ def report(r: Readings) -> None:
     print(f"(b) StreamResult, whole result as Arrow        {s['b']:>8.2f} s")
     print(f"(b') the same through the generated stub       {s['b by stub']:>8.2f} s")
     print(f"(b'') (b) through the gateway                  {s['b by gateway']:>8.2f} s")
+    print(f"(f) reference: bare Arrow Flight server        {s['f']:>8.2f} s")
     print(f"(c) ReadResultPage, {PAGE_ROWS} rows at offset 0       {s['c'] * 1000:>8.1f} ms")
     print(f"(d) ReadResultPage, {PAGE_ROWS} rows at 90 % depth     {s['d'] * 1000:>8.1f} ms")
     print(
         f"    CPU time: (a) {cpu['a']:.2f} s in the reader, {cpu['a storage']:.2f} s in the S3 "
         f"endpoint; (b) {cpu['b service']:.2f} s in the result service, {cpu['b reader']:.2f} s "
-        f"in the reader, {cpu['b storage']:.2f} s in the S3 endpoint"
+        f"in the reader, {cpu['b storage']:.2f} s in the S3 endpoint; (f) {cpu['f server']:.2f} s "
+        f"in the Flight server, {cpu['f reader']:.2f} s in the reader"
     )
     cores = os.cpu_count() or 1
     floor = (cpu["b service"] + cpu["b reader"] + cpu["b storage"]) / cores
@@ -187,6 +233,7 @@ def report(r: Readings) -> None:
         ratio = s["a"] / s[way]
         verdict = "met" if ratio >= 0.7 else "NOT met"
         print(f"speed (a) / {label} = {ratio:5.2f}   target >= 0.7   {verdict}")
+    print(f"speed (a) / (f)   = {s['a'] / s['f']:5.2f}   (the transport reference, no target)")
     ratio = s["d"] / s["c"]
     verdict = "met" if ratio <= 2 else "NOT met"
     print(f"{'time  (d) / (c)':<17} = {ratio:5.2f}   target <= 2     {verdict}")
