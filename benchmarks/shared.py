@@ -16,6 +16,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
+from service_runtime.auth import bearer
 from texera.lake.v1 import (
     execution_pb2,
     execution_service_pb2,
@@ -29,7 +30,7 @@ USER = "bench"
 
 
 def metadata(stack: Stack) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {stack.token(USER)}"),)
+    return (bearer(stack.token(USER)),)
 
 
 #: Four columns (about 45 bytes a row in Arrow), cheap to compute, so writing dominates.

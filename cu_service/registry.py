@@ -9,7 +9,7 @@ subject is the unit.
 from __future__ import annotations
 
 from catalog_map.registry import RegistryReader
-from service_runtime.auth import SERVICE_ROLE, mint_token
+from service_runtime.auth import SERVICE_ROLE, bearer, mint_token
 from texera.lake.v1 import execution_pb2, registry_service_pb2
 
 rs = registry_service_pb2
@@ -25,7 +25,7 @@ class RegistryClient(RegistryReader):
 
     def _as_unit(self) -> tuple[tuple[str, str]]:
         token = mint_token(self._secret, self.unit_id, role=SERVICE_ROLE, ttl_seconds=300)
-        return (("authorization", f"Bearer {token}"),)
+        return (bearer(token),)
 
     # For the calling user ---------------------------------------------------------
 

@@ -12,6 +12,7 @@ from embedded_stack.warehouse_request import create_warehouse_request
 from lake_cli.connection import Connection
 from lake_cli.executions import follow, load_workflow
 from lake_cli.results import print_page
+from service_runtime.auth import bearer
 from texera.lake.v1 import execution_service_pb2, result_service_pb2
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -26,7 +27,7 @@ def run_example(stack: Stack) -> None:
     workflow = load_workflow(EXAMPLES / WORKFLOW)
     connection = Connection(
         grpc.insecure_channel(stack.target("gateway")),
-        (("authorization", f"Bearer {stack.token(USER)}"),),
+        (bearer(stack.token(USER)),),
     )
     grant = stack.provision_bucket(USER)
     print(f"\nExample: {USER} registers bucket {grant.bucket} as a warehouse ...", flush=True)

@@ -40,7 +40,6 @@ class Backend:
     """A service the gateway forwards to."""
 
     def __init__(self, target: str) -> None:
-        self.target = target
         self.channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
         self._unary: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {}
         self._streams: dict[str, grpc.aio.UnaryStreamMultiCallable[bytes, bytes]] = {}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import grpc
 
 from gateway.forwarding import Backend
-from service_runtime.auth import SERVICE_ROLE, mint_token
+from service_runtime.auth import SERVICE_ROLE, bearer, mint_token
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 
@@ -48,7 +48,7 @@ class UnitDirectory:
     async def refresh(self) -> None:
         """Reads every unit from the registry; raises what the registry call raised."""
         token = mint_token(self._secret, GATEWAY_SUBJECT, role=SERVICE_ROLE, ttl_seconds=300)
-        metadata = (("authorization", f"Bearer {token}"),)
+        metadata = (bearer(token),)
         units: dict[str, rs.ComputingUnit] = {}
         page_token = ""
         while True:

@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from embedded_stack.stack import ENDPOINTS_FILE, SECRET_FILE
-from service_runtime.auth import mint_token
+from service_runtime.auth import bearer, mint_token
 from texera.lake.v1 import (
     execution_service_pb2_grpc,
     result_service_pb2_grpc,
@@ -74,7 +74,7 @@ class Connection:
     @classmethod
     def open(cls, target: str | None, user: str | None, state_dir: Path) -> Connection:
         channel = grpc.insecure_channel(_target(target, state_dir))
-        return cls(channel, (("authorization", f"Bearer {_token(user, state_dir)}"),))
+        return cls(channel, (bearer(_token(user, state_dir)),))
 
     @property
     def warehouses(self) -> warehouse_service_pb2_grpc.WarehouseServiceStub:

@@ -20,10 +20,6 @@ def schema_message(schema: pa.Schema) -> bytes:
     return schema.serialize().to_pybytes()  # type: ignore[no-any-return]
 
 
-def batch_message(rows: pa.RecordBatch) -> bytes:
-    return rows.serialize().to_pybytes()  # type: ignore[no-any-return]
-
-
 def split(rows: pa.RecordBatch, max_rows: int, max_bytes: int) -> Iterator[pa.RecordBatch]:
     """rows cut into slices of at most max_rows rows and, by their average row size, about
     max_bytes bytes (a single row larger than that still goes alone)."""

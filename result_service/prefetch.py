@@ -62,12 +62,6 @@ class Prefetcher(Generic[T]):
         self._stop = threading.Event()
         self._running: deque[_Producer[T]] = deque()
 
-    def __enter__(self) -> Iterator[T]:
-        return self.items()
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
     def _start_next(self) -> None:
         if not self._stop.is_set() and (produce := next(self._pending, None)) is not None:
             producer = _Producer(produce, self._depth, self._stop)

@@ -15,13 +15,13 @@ from service_runtime.errors import FieldViolation, FieldViolations, invalid_argu
 MAX_FILTER_LENGTH = 10_000
 
 
-def parse_filter(text: str, field: str = "filter") -> BooleanExpression:
+def parse_filter(text: str) -> BooleanExpression:
     """The filter's expression (syntax only: columns are checked by ReadOptions.of)."""
     if not text.strip():
         return AlwaysTrue()
     if len(text) > MAX_FILTER_LENGTH:
         raise invalid_argument(
-            [FieldViolation(field, f"must be at most {MAX_FILTER_LENGTH} characters")]
+            [FieldViolation("filter", f"must be at most {MAX_FILTER_LENGTH} characters")]
         )
     try:
         return parse(text)
@@ -29,7 +29,7 @@ def parse_filter(text: str, field: str = "filter") -> BooleanExpression:
         raise invalid_argument(
             [
                 FieldViolation(
-                    field, f"is not a valid filter: unexpected input at character {exc.col}"
+                    "filter", f"is not a valid filter: unexpected input at character {exc.col}"
                 )
             ]
         ) from None

@@ -101,12 +101,11 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         outputs = sorted(resolved.execution.outputs, key=lambda output: output.operator_id)
         page = outputs[offset : offset + size]
         results = await asyncio.gather(*(self._describe(resolved, o, None) for o in page))
-        more = offset + size < len(outputs)
         return rs.ListResultsResponse(
             results=results,
-            next_page_token=self._result_list_tokens.issue(request_fingerprint, offset + size)
-            if more
-            else "",
+            next_page_token=self._result_list_tokens.following(
+                request_fingerprint, offset, size, len(outputs)
+            ),
         )
 
     async def _describe(
@@ -275,12 +274,11 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         resolved = await access.resolve(request.execution_id)
         table = await access.result_table(resolved, request.operator_id)
         ordered = sorted(table.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
-        more = offset + size < len(ordered)
         return rs.ListSnapshotsResponse(
             snapshots=[snapshots.snapshot_message(s) for s in ordered[offset : offset + size]],
-            next_page_token=self._snapshot_tokens.issue(request_fingerprint, offset + size)
-            if more
-            else "",
+            next_page_token=self._snapshot_tokens.following(
+                request_fingerprint, offset, size, len(ordered)
+            ),
         )
 
     # Statistics and console messages -----------------------------------------------
@@ -352,14 +350,11 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
             resolved, lambda: scan.page(rows_opened.start, scan.plan.record_count).rows
         )
         latest = telemetry.latest_per_operator(everything)
-        more = offset + size < latest.num_rows
         return rs.ListRuntimeStatisticsResponse(
             statistics=telemetry.statistics(latest.slice(offset, size)),
-            next_page_token=self._latest_tokens.issue(
-                request_fingerprint, offset + size, rows_opened.snapshot_id
-            )
-            if more
-            else "",
+            next_page_token=self._latest_tokens.following(
+                request_fingerprint, offset, size, latest.num_rows, rows_opened.snapshot_id
+            ),
         )
 
     async def ListConsoleMessages(

@@ -61,6 +61,14 @@ class OffsetTokens:
     def issue(self, request_fingerprint: str, offset: int, snapshot_id: int = 0) -> str:
         return self._tokens.issue({"o": offset, "s": snapshot_id}, request_fingerprint)
 
+    def following(
+        self, request_fingerprint: str, offset: int, size: int, total: int, snapshot_id: int = 0
+    ) -> str:
+        """The token of the page after the one of size items at offset; "" when that page
+        reached the last of total items."""
+        end = offset + size
+        return self.issue(request_fingerprint, end, snapshot_id) if end < total else ""
+
     def read(self, token: str, request_fingerprint: str) -> tuple[int, int]:
         """(offset, snapshot id) of a token; (0, 0) for none."""
         if not token:

@@ -16,6 +16,7 @@ import jwt
 
 from service_runtime.config import MIN_SECRET_LENGTH
 
+AUTHORIZATION_KEY = "authorization"
 SERVICE_ROLE = "SERVICE"
 
 
@@ -106,6 +107,11 @@ class TokenVerifier:
             user_id=str(user_id), role=str(claims.get("role", "REGULAR")), token=token
         )
         return identity, float(claims["exp"])
+
+
+def bearer(token: str) -> tuple[str, str]:
+    """The metadata entry that presents token to a service."""
+    return (AUTHORIZATION_KEY, f"Bearer {token}")
 
 
 def mint_token(

@@ -29,7 +29,6 @@ from service_runtime.redaction import redacted_json
 log = logging.getLogger("service_runtime.rpc")
 
 REQUEST_ID_KEY = "x-request-id"
-AUTHORIZATION_KEY = "authorization"
 _REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 #: Services callable without a token: health checks and reflection (grpcurl).
@@ -53,7 +52,7 @@ class _CallScope:
         self.grpc_type = streaming
         supplied = metadata.get(REQUEST_ID_KEY, "")
         self.request_id = supplied if _REQUEST_ID_PATTERN.match(supplied) else uuid.uuid4().hex
-        self.authorization = metadata.get(AUTHORIZATION_KEY)
+        self.authorization = metadata.get(auth.AUTHORIZATION_KEY)
         self.code = grpc.StatusCode.OK
         self.error: ServiceError | None = None
         self.public = self.service in PUBLIC_SERVICES

@@ -15,7 +15,8 @@ from typing import Any
 import grpc
 
 from service_runtime import context
-from service_runtime.interceptors import AUTHORIZATION_KEY, REQUEST_ID_KEY
+from service_runtime.auth import bearer
+from service_runtime.interceptors import REQUEST_ID_KEY
 
 _CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 30_000),
@@ -30,7 +31,7 @@ def context_metadata() -> list[tuple[str, str]]:
     if request_id := context.request_id_var.get():
         metadata.append((REQUEST_ID_KEY, request_id))
     if identity := context.identity_var.get():
-        metadata.append((AUTHORIZATION_KEY, f"Bearer {identity.token}"))
+        metadata.append(bearer(identity.token))
     return metadata
 
 

@@ -16,13 +16,13 @@ from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table import Table
 
 from catalog_map.credentials import RenewingFileIO
-from result_service.arrow_ipc import END_OF_STREAM, batch_message, schema_message, split
+from result_service.arrow_ipc import END_OF_STREAM, schema_message, split
 from result_service.file_reader import FileReader
 from result_service.plan import PlanCache, plan_scan
 from result_service.prefetch import Prefetcher
 from result_service.read_options import ReadOptions, parse_filter
 from result_service.scan import START, Position, Scan
-from result_service.tokens import Pinned, RowTokens
+from result_service.tokens import OffsetTokens, Pinned, RowTokens
 from service_runtime.errors import ServiceError
 
 APPENDS = 5
@@ -194,6 +194,19 @@ def test_tokens_carry_the_position_and_check_the_file(table: Table) -> None:
         tokens.read(token, "another request")
 
 
+def test_offset_tokens_lead_through_a_listing_and_stop_at_its_end() -> None:
+    tokens = OffsetTokens("s" * 40, "listing")
+    pages, token = [], ""
+    while True:
+        offset, snapshot_id = tokens.read(token, "request")
+        pages.append((offset, snapshot_id))
+        token = tokens.following("request", offset, 4, 10, snapshot_id or 7)
+        if not token:
+            break
+    assert pages == [(0, 0), (4, 7), (8, 7)]
+    assert tokens.following("request", 0, 5, 5) == ""
+
+
 def _counting(n: int, log: list[int], delay: float = 0.0) -> Iterator[int]:
     for i in range(n):
         time.sleep(delay)
@@ -236,22 +249,25 @@ def test_a_producer_failure_reaches_the_consumer() -> None:
         yield 1
         raise OSError("storage went away")
 
-    with Prefetcher([failing], ahead=1) as items:
-        assert next(items) == 1
-        with pytest.raises(OSError, match="storage went away"):
-            next(items)
+    prefetcher = Prefetcher([failing], ahead=1)
+    items = prefetcher.items()
+    assert next(items) == 1
+    with pytest.raises(OSError, match="storage went away"):
+        next(items)
+    prefetcher.close()
 
 
 def test_stream_messages_are_cut_by_rows_and_bytes() -> None:
     rows = pa.record_batch([pa.array(["x" * 1_000] * 1_000)], names=["text"])
     by_bytes = list(split(rows, max_rows=65_536, max_bytes=100_000))
     assert sum(piece.num_rows for piece in by_bytes) == 1_000
-    assert all(len(batch_message(piece)) <= 110_000 for piece in by_bytes)
+    assert all(len(piece.serialize()) <= 110_000 for piece in by_bytes)
     assert [piece.num_rows for piece in split(rows, max_rows=300, max_bytes=10**9)] == [
         300,
         300,
         300,
         100,
     ]
-    stream = schema_message(rows.schema) + b"".join(map(batch_message, by_bytes)) + END_OF_STREAM
+    batches = b"".join(piece.serialize().to_pybytes() for piece in by_bytes)
+    stream = schema_message(rows.schema) + batches + END_OF_STREAM
     assert pa.ipc.open_stream(stream).read_all().column("text").to_pylist() == ["x" * 1_000] * 1_000
