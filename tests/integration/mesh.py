@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
+from service_runtime import auth
 from service_runtime.auth import SERVICE_ROLE, mint_token
 from service_runtime.errors import status_details
 from texera.lake.v1 import (
@@ -33,7 +34,7 @@ BIN = Path(sys.executable).parent
 
 
 def bearer(token: str) -> Metadata:
-    return (("authorization", f"Bearer {token}"),)
+    return (auth.bearer(token),)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from embedded_stack.stack import free_port
-from service_runtime.auth import mint_token
+from service_runtime.auth import bearer, mint_token
 from texera.lake.v1 import warehouse_service_pb2, warehouse_service_pb2_grpc
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def test_sigterm_lets_the_call_in_flight_finish(jwt_secret: str) -> None:
             stub = warehouse_service_pb2_grpc.WarehouseServiceStub(channel)
             in_flight = stub.GetWarehouse.future(
                 warehouse_service_pb2.GetWarehouseRequest(warehouse_id="slow"),
-                metadata=(("authorization", f"Bearer {mint_token(jwt_secret, 'alice')}"),),
+                metadata=(bearer(mint_token(jwt_secret, "alice")),),
                 timeout=30,
             )
             time.sleep(0.5)

@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 
 from service_runtime import context
-from service_runtime.auth import mint_token
+from service_runtime.auth import bearer, mint_token
 from service_runtime.config import ServerSettings
 from service_runtime.errors import FieldViolations, not_found, status_details
 from service_runtime.logs import JsonFormatter
@@ -127,7 +127,7 @@ def captured_logs() -> Iterator[io.StringIO]:
 
 
 def _bearer(token: str) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {token}"),)
+    return (bearer(token),)
 
 
 def _valid_request() -> warehouse_service_pb2.CreateWarehouseRequest:
