@@ -27,6 +27,11 @@ class RegistryReader:
         self._channel = service_channel(target)
         self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
 
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The channel to the registry, for calls this reader does not make itself."""
+        return self._channel
+
     async def close(self) -> None:
         await self._channel.close()
 

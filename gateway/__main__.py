@@ -29,7 +29,6 @@ class Parts:
 
     warehouses: Backend
     results: Backend
-    registry: Backend
     units: UnitDirectory
     reader: RegistryReader
     executions: ExecutionRoutes
@@ -49,13 +48,11 @@ class Gateway:
 
     async def start(self) -> None:
         settings = self.settings
-        registry = Backend(settings.registry_target)
-        units = UnitDirectory(registry.channel, settings.jwt_secret)
         reader = RegistryReader(settings.registry_target)
+        units = UnitDirectory(reader.channel, settings.jwt_secret)
         self._parts = Parts(
             warehouses=Backend(settings.warehouse_target),
             results=Backend(settings.result_target),
-            registry=registry,
             units=units,
             reader=reader,
             executions=ExecutionRoutes(units, reader),
@@ -73,7 +70,7 @@ class Gateway:
     async def readiness(self) -> dict[str, bool]:
         parts = self.parts
         return await readiness(
-            parts.warehouses.channel, parts.results.channel, parts.registry.channel, parts.units
+            parts.warehouses.channel, parts.results.channel, parts.reader.channel, parts.units
         )
 
     async def stop(self) -> None:
@@ -84,7 +81,7 @@ class Gateway:
         if self._parts is not None:
             await self._parts.units.close()
             await self._parts.reader.close()
-            for backend in (self._parts.warehouses, self._parts.results, self._parts.registry):
+            for backend in (self._parts.warehouses, self._parts.results):
                 await backend.close()
 
 
