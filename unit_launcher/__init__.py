@@ -1,0 +1,1 @@
+"""Where computing units run: one interface (``base``), a module per kind of launcher."""
