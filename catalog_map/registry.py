@@ -22,9 +22,11 @@ rs = registry_service_pb2
 
 
 class RegistryReader:
-    def __init__(self, target: str, timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, target: str, timeout_seconds: float = 30.0, *, credential: str | None = None
+    ) -> None:
         self._timeout = timeout_seconds
-        self._channel = service_channel(target)
+        self._channel = service_channel(target, credential=credential)
         self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
 
     @property

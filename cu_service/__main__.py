@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 
 from pyspark.sql import SparkSession
@@ -17,6 +16,7 @@ from cu_service.registry import RegistryClient
 from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
+from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 
 log = logging.getLogger("cu_service")
@@ -31,16 +31,12 @@ def build() -> ServiceProcess:
     sessions: list[SparkSession] = []
 
     def prepare() -> None:
-        # Spark's workers inherit this environment and run users' Python: secrets, read into
-        # the settings already, leave it first.
-        for variable in settings.secret_variables():
-            os.environ.pop(variable, None)
         sessions.append(start_spark(settings))
 
     async def start() -> None:
         [spark] = sessions
         registry = RegistryClient(
-            settings.registry_target, settings.computing_unit_id, settings.jwt_secret
+            settings.registry_target, settings.computing_unit_id, settings.credential
         )
         catalogs = new_catalog_map(settings, registry)
         manager = ExecutionManager(spark, registry, catalogs, settings)
@@ -70,6 +66,7 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="cu-service",
         settings=settings,
+        authenticator=mesh_authenticator(settings, unit_audience(settings.computing_unit_id)),
         services=[ServiceBinding.of(ExecutionServicer(parts))],
         prepare=prepare,
         on_start=start,

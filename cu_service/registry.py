@@ -1,15 +1,14 @@
 """The computing unit's calls to the warehouse registry.
 
-Calls made while serving a user's call (resolve, bind, list) carry that
-user's token (see catalog_map.registry). Calls the unit makes on its own
-account (state updates, registration, heartbeats) carry a service token whose
-subject is the unit.
+Every call carries the unit's own credential, which the registry issued to it.
+Calls made while serving a user's call (resolve, bind) also carry that user's
+token, minted for this unit alone, so the registry checks the user's rights as
+well as the unit's (see service_runtime.propagation).
 """
 
 from __future__ import annotations
 
 from catalog_map.registry import RegistryReader
-from service_runtime.auth import SERVICE_ROLE, bearer, mint_token
 from texera.lake.v1 import execution_pb2, registry_service_pb2
 
 rs = registry_service_pb2
@@ -17,15 +16,10 @@ rs = registry_service_pb2
 
 class RegistryClient(RegistryReader):
     def __init__(
-        self, target: str, unit_id: str, jwt_secret: str, timeout_seconds: float = 30.0
+        self, target: str, unit_id: str, credential: str, timeout_seconds: float = 30.0
     ) -> None:
-        super().__init__(target, timeout_seconds)
+        super().__init__(target, timeout_seconds, credential=credential)
         self.unit_id = unit_id
-        self._secret = jwt_secret
-
-    def _as_unit(self) -> tuple[tuple[str, str]]:
-        token = mint_token(self._secret, self.unit_id, role=SERVICE_ROLE, ttl_seconds=300)
-        return (bearer(token),)
 
     # For the calling user ---------------------------------------------------------
 
@@ -52,9 +46,7 @@ class RegistryClient(RegistryReader):
             progress=progress,
         )
         response = await self._call(
-            lambda: self._stub.UpdateExecutionState(
-                request, metadata=self._as_unit(), timeout=self._timeout
-            )
+            lambda: self._stub.UpdateExecutionState(request, timeout=self._timeout)
         )
         return response.execution
 
@@ -63,9 +55,7 @@ class RegistryClient(RegistryReader):
             computing_unit_id=self.unit_id, endpoint=endpoint, capacity=capacity
         )
         return await self._call(
-            lambda: self._stub.RegisterComputingUnit(
-                request, metadata=self._as_unit(), timeout=self._timeout
-            )
+            lambda: self._stub.RegisterComputingUnit(request, timeout=self._timeout)
         )
 
     async def heartbeat(self, running: int, queued: int) -> rs.HeartbeatComputingUnitResponse:
@@ -73,7 +63,5 @@ class RegistryClient(RegistryReader):
             computing_unit_id=self.unit_id, running_executions=running, queued_executions=queued
         )
         return await self._call(
-            lambda: self._stub.HeartbeatComputingUnit(
-                request, metadata=self._as_unit(), timeout=self._timeout
-            )
+            lambda: self._stub.HeartbeatComputingUnit(request, timeout=self._timeout)
         )

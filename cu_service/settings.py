@@ -19,6 +19,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
     unit_id: str = setting(
         "ID", "", "Identifier of this computing unit. Empty means cu-<host name>.", scoped=True
     )
+    credential: str = setting(
+        "CREDENTIAL",
+        "",
+        "The unit's own credential, issued by the registry when it launched the unit. Required.",
+        secret=True,
+        scoped=True,
+    )
     advertised_address: str = setting(
         "ADVERTISED_ADDRESS",
         "",
@@ -71,6 +78,7 @@ class ComputingUnitSettings(WarehouseClientSettings):
 
     def validate(self) -> None:
         super().validate()
+        self.require("credential")
         if not 1 <= self.capacity <= 1000:
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:

@@ -15,8 +15,9 @@ import re
 import signal
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
 
@@ -67,18 +68,22 @@ def _hand_over(path: Path, user: str) -> None:
 
 
 class EmbeddedPostgres:
-    """PostgreSQL with its data in data_dir, listening on host:port."""
+    """PostgreSQL with its data in data_dir, listening on host:port. Every connection, local
+    ones too, must give the superuser's password (SCRAM): code that shares the machine cannot
+    connect without it."""
 
-    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path) -> None:
+    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path, password: str) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.log_path = log_path
+        self._password = password
         self._user = _server_user()
         self._process: ManagedProcess | None = None
 
     def dsn(self, database: str = "postgres") -> str:
-        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{database}"
+        """The URL of database, with the password: a secret."""
+        return f"postgresql://{SUPERUSER}:{quote(self._password, safe='')}@{self.host}:{self.port}/{database}"
 
     def start(self, timeout: float = 60.0) -> ManagedProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,36 +114,62 @@ class EmbeddedPostgres:
         return self._process
 
     def _initdb(self) -> None:
-        result = subprocess.run(
-            [
-                str(bin_dir() / "initdb"),
-                "-D",
-                str(self.data_dir),
-                "-U",
-                SUPERUSER,
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-instructions",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            **run_as(self._user),
-        )
+        # initdb reads the password from a file its user can read, removed right after.
+        with tempfile.TemporaryDirectory(dir=self.data_dir.parent) as folder:
+            password_file = Path(folder, "password")
+            password_file.touch(mode=0o600)
+            password_file.write_text(self._password)
+            if self._user is not None:
+                _hand_over(Path(folder), self._user)
+            result = subprocess.run(
+                [
+                    str(bin_dir() / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    SUPERUSER,
+                    "--auth=scram-sha-256",
+                    f"--pwfile={password_file}",
+                    "--encoding=UTF8",
+                    "--no-instructions",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                **run_as(self._user),
+            )
         if result.returncode != 0:
             raise ProcessFailed(f"initdb failed:\n{result.stderr[-2000:]}")
 
     def _accepting(self) -> bool:
-        return self._client("pg_isready", "-q").returncode == 0
-
-    def _client(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return _run_client(program, "-h", self.host, "-p", str(self.port), "-U", SUPERUSER, *args)
+        return _run_client("pg_isready", self.dsn(), "-q", url_option="--dbname=").returncode == 0
 
 
-def _run_client(program: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(bin_dir() / program), *args], capture_output=True, text=True, check=False
-    )
+def _run_client(
+    program: str, url: str, *args: str, url_option: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Runs a PostgreSQL client program on url. A password in url goes to the program in a
+    password file of mode 0600, never on its command line or in its environment."""
+    parts = urlsplit(url)
+    password = unquote(parts.password or "")
+    location = parts.netloc.rpartition("@")[2]
+    user = f"{parts.username}@" if parts.username else ""
+    bare = urlunsplit(parts._replace(netloc=f"{user}{location}"))
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(os.environ)
+        if password:
+            passfile = Path(folder, "pgpass")
+            passfile.touch(mode=0o600)
+            escaped = password.replace("\\", "\\\\").replace(":", "\\:")
+            passfile.write_text(f"*:*:*:*:{escaped}\n")
+            env["PGPASSFILE"] = str(passfile)
+        return subprocess.run(
+            [str(bin_dir() / program), f"{url_option}{bare}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
 
 
 def database_url(server_url: str, database: str) -> str:
@@ -155,7 +186,7 @@ def ensure_database(server_url: str, name: str) -> str:
     if exists.returncode != 0:
         raise ProcessFailed(f"cannot query PostgreSQL: {exists.stderr.strip()}")
     if exists.stdout.strip() != "1":
-        created = _run_client("createdb", f"--maintenance-db={server_url}", name)
+        created = _run_client("createdb", server_url, name, url_option="--maintenance-db=")
         if created.returncode != 0:
             raise ProcessFailed(f"createdb {name} failed: {created.stderr.strip()}")
     return database_url(server_url, name)

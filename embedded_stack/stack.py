@@ -6,15 +6,15 @@ healthy; Stack.stop() takes them down in reverse. Each start is fresh: the S3
 endpoint keeps its data in memory, so the embedded PostgreSQL's data is reset
 too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
-JWT secret, the catalog's encryption key, the S3 administrator's key) are
-generated into files of mode 0600 in the state dir and never printed.
+JWT secret, the catalog's encryption key, the signing keys) are generated into
+files of mode 0600 in the state dir and never printed; each part gets only its
+own, in files (see embedded_stack.secrets).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import socket
 import sys
@@ -29,17 +29,25 @@ from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database
 from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
+from embedded_stack.secrets import StackSecrets
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
-from service_runtime.auth import mint_token
+from service_runtime.auth import SERVICE_ROLE, USER_ROLE, mint_token
 from service_runtime.config import ENV_PREFIX, ServerSettings
 from service_runtime.health_probe import probe
+from service_runtime.internal_tokens import (
+    GATEWAY_ISSUER,
+    MESH_AUDIENCE,
+    TokenSigner,
+    unit_audience,
+)
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.unit_credentials import UnitCredentials
 
 ENDPOINTS_FILE = "stack.json"
-SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
-CATALOG_KEY_FILE = "catalog-encryption-key"
+#: Id of the computing unit the stack starts.
+UNIT_ID = "cu-1"
 
 
 @dataclass(frozen=True)
@@ -126,14 +134,6 @@ class Ports:
             )
 
 
-def _secret_file(path: Path) -> str:
-    """The secret kept in path, generated (mode 0600) on first use."""
-    if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(48))
-    return path.read_text().strip()
-
-
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback http
@@ -157,11 +157,15 @@ class Stack:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._environ = {**os.environ, **(service_env or {})}
         self.ports = Ports.choose(self.settings, self._environ, ephemeral=ephemeral_ports)
-        self.jwt_secret = _secret_file(self.state_dir / SECRET_FILE)
-        self._catalog_key = _secret_file(self.state_dir / CATALOG_KEY_FILE)
+        self.secrets = StackSecrets(self.state_dir)
+        self.jwt_secret = self.secrets.jwt_secret
         host = self.settings.host
         self.postgres = EmbeddedPostgres(
-            self.state_dir / "postgres", host, self.ports.postgres, self.log_dir / "postgres.log"
+            self.state_dir / "postgres",
+            host,
+            self.ports.postgres,
+            self.log_dir / "postgres.log",
+            self.secrets.database_password,
         )
         self.s3 = S3Endpoint(host, self.ports.s3, self.ports.s3_backend, self.log_dir)
         self.database_url = ""
@@ -181,8 +185,28 @@ class Stack:
         return f"{self.settings.host}:{self.ports.grpc[service]}"
 
     def token(self, user_id: str, *, ttl_seconds: float = 3600.0) -> str:
-        """A token for user_id signed with the stack's secret."""
+        """A Texera token for user_id signed with the stack's secret, for the gateway."""
         return mint_token(self.jwt_secret, user_id, ttl_seconds=ttl_seconds)
+
+    def internal_token(
+        self, subject: str, audience: str = MESH_AUDIENCE, role: str = USER_ROLE
+    ) -> str:
+        """An internal token as the gateway mints it, for calling a service behind the gateway
+        directly (audience: ``mesh``, or a unit's)."""
+        signer = TokenSigner(self.secrets.gateway_key, GATEWAY_ISSUER)
+        return signer.mint(subject, role, audience, ttl_seconds=3600)
+
+    def service_token(self, service: str) -> str:
+        """The gateway's token for its own account (a SERVICE)."""
+        return self.internal_token(service, role=SERVICE_ROLE)
+
+    def unit_token(self, user_id: str, unit_id: str = UNIT_ID) -> str:
+        """A user's internal token for calling computing unit unit_id directly."""
+        return self.internal_token(user_id, unit_audience(unit_id))
+
+    def unit_credential(self, unit_id: str) -> str:
+        """The credential the registry would issue to computing unit unit_id."""
+        return UnitCredentials(self.secrets.registry_key).issue(unit_id, "stack")
 
     def provision_bucket(self, owner: str) -> BucketGrant:
         """A new bucket with its own access key, usable by nothing else: what a user brings."""
@@ -216,8 +240,13 @@ class Stack:
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
             f"{ENV_PREFIX}DEV_CATALOG_PORT": str(self.ports.catalog),
-            f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
-            f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self._catalog_key,
+            **self.secrets.hand_to(
+                "dev-catalog",
+                {
+                    f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
+                    f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self.secrets.catalog_key,
+                },
+            ),
         }
         process = ManagedProcess(
             "dev-catalog",
@@ -248,15 +277,14 @@ class Stack:
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
-            f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
             f"{ENV_PREFIX}LOG_LEVEL": self.settings.log_level,
-            f"{ENV_PREFIX}WAREHOUSE_DATABASE_URL": self.database_url,
+            **self.secrets.public_keys(),
             f"{ENV_PREFIX}CATALOG_URI": f"{self.catalog_url}/catalog",
             f"{ENV_PREFIX}CATALOG_MANAGEMENT_URI": f"{self.catalog_url}/management",
             f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
-            f"{ENV_PREFIX}CU_ID": "cu-1",
+            f"{ENV_PREFIX}CU_ID": UNIT_ID,
         }
         for spec in SERVICES:
             scope = spec.settings.scope
@@ -274,15 +302,34 @@ class Stack:
         answers: tuple[str, ...] = ("SERVING",),
     ) -> ManagedProcess:
         name = name or spec.name
+        settings = {**self._service_env(), **(env or {})}
         process = ManagedProcess(
             name,
             [sys.executable, "-m", spec.module],
             self.log_dir / f"{name}.log",
-            env={**self._service_env(), **(env or {})},
+            env={**settings, **self.secrets.hand_to(name, self._secrets_of(spec, settings))},
         )
         target = self.target(name)
         wait_until(lambda: probe(target) in answers, process, timeout, name)
         return process
+
+    def _secrets_of(self, spec: ServiceSpec, settings: dict[str, str]) -> dict[str, str]:
+        """The secrets of one service, by setting name: what it alone needs."""
+        scoped = f"{ENV_PREFIX}{spec.settings.scope}_"
+        if spec.module == "warehouse_service":
+            return {
+                f"{scoped}DATABASE_URL": self.database_url,
+                f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["WAREHOUSE"],
+                f"{scoped}SIGNING_KEY": self.secrets.registry_key,
+            }
+        if spec.module == "result_service":
+            return {f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["RESULT"]}
+        if spec.module == "gateway":
+            return {
+                f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
+                f"{scoped}SIGNING_KEY": self.secrets.gateway_key,
+            }
+        return {f"{scoped}CREDENTIAL": self.unit_credential(settings[f"{scoped}ID"])}
 
     def start_part(
         self, name: str, module: str, env: dict[str, str] | None = None, *, serving: bool = True

@@ -17,7 +17,10 @@ from gateway.readiness import readiness
 from gateway.service import Admission, public_bindings
 from gateway.settings import GatewaySettings
 from gateway.units import UnitDirectory
+from service_runtime.auth import UserTokenVerifier
+from service_runtime.config import ConfigError
 from service_runtime.errors import ServiceError
+from service_runtime.internal_tokens import GATEWAY_ISSUER, Exchange, TokenExchange, TokenSigner
 from service_runtime.server import ServiceProcess, run_service
 
 log = logging.getLogger("gateway")
@@ -35,8 +38,9 @@ class Parts:
 
 
 class Gateway:
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, tokens: TokenExchange) -> None:
         self.settings = settings
+        self.tokens = tokens
         self._parts: Parts | None = None
         self._refreshing: asyncio.Task[None] | None = None
 
@@ -49,7 +53,7 @@ class Gateway:
     async def start(self) -> None:
         settings = self.settings
         reader = RegistryReader(settings.registry_target)
-        units = UnitDirectory(reader.channel, settings.jwt_secret)
+        units = UnitDirectory(reader.channel, self.tokens)
         self._parts = Parts(
             warehouses=Backend(settings.warehouse_target),
             results=Backend(settings.result_target),
@@ -87,11 +91,18 @@ class Gateway:
 
 def build() -> ServiceProcess:
     settings = GatewaySettings.from_env()
-    gateway = Gateway(settings)
+    settings.validate()
+    try:
+        signer = TokenSigner(settings.signing_key, GATEWAY_ISSUER)
+    except ValueError as exc:
+        raise ConfigError(f"TEXERA_LAKE_GATEWAY_SIGNING_KEY_FILE: {exc}") from exc
+    tokens = TokenExchange(signer)
+    gateway = Gateway(settings, tokens)
     admission = Admission(RateLimiter(settings.rate_per_second, settings.rate_burst))
     return ServiceProcess(
         name="gateway",
         settings=settings,
+        authenticator=Exchange(UserTokenVerifier(settings.jwt_secret), tokens),
         services=public_bindings(
             lambda: gateway.parts.warehouses,
             lambda: gateway.parts.results,

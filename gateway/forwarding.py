@@ -11,10 +11,11 @@ its first message arrived.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
+from service_runtime.auth import AUTHORIZATION_KEY, bearer
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import context_metadata, remaining_time
 
@@ -37,15 +38,23 @@ def _again(error: grpc.aio.AioRpcError, retry: bool, wait: float | None) -> bool
 
 
 class Backend:
-    """A service the gateway forwards to."""
+    """A service the gateway forwards to. The forwarded call carries the caller's internal
+    token for the mesh, or the one token(), when given, makes for this backend alone."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, token: Callable[[], str] | None = None) -> None:
         self.channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        self._token = token
         self._unary: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {}
         self._streams: dict[str, grpc.aio.UnaryStreamMultiCallable[bytes, bytes]] = {}
 
     async def close(self) -> None:
         await self.channel.close()
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        metadata = context_metadata()
+        if self._token is None:
+            return metadata
+        return [(k, v) for k, v in metadata if k != AUTHORIZATION_KEY] + [bearer(self._token())]
 
     async def unary(self, method: str, request: bytes, *, retry: bool) -> bytes:
         if method not in self._unary:
@@ -54,7 +63,7 @@ class Backend:
         for wait in (*RETRY_WAITS, None):
             try:
                 answer: bytes = await call(
-                    request, metadata=context_metadata(), timeout=remaining_time()
+                    request, metadata=self._metadata(), timeout=remaining_time()
                 )
             except grpc.aio.AioRpcError as error:
                 if not _again(error, retry, wait):
@@ -69,7 +78,7 @@ class Backend:
             self._streams[method] = self.channel.unary_stream(method)
         open_stream = self._streams[method]
         for wait in (*RETRY_WAITS, None):
-            call = open_stream(request, metadata=context_metadata(), timeout=remaining_time())
+            call = open_stream(request, metadata=self._metadata(), timeout=remaining_time())
             received = False
             try:
                 async for message in call:

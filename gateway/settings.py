@@ -16,6 +16,21 @@ class GatewaySettings(ServerSettings):
     metrics_port: int = setting(
         "METRICS_PORT", 9450, "Metrics port of the gateway; 0 turns it off.", scoped=True
     )
+    jwt_secret: str = setting(
+        "JWT_SECRET",
+        "",
+        "HS256 secret that signs users' Texera tokens (at least 32 characters); only the "
+        "gateway holds it. Required.",
+        secret=True,
+    )
+    signing_key: str = setting(
+        "SIGNING_KEY",
+        "",
+        "Ed25519 private key (PEM) that signs the internal tokens the gateway issues; its "
+        "public half is TEXERA_LAKE_GATEWAY_PUBLIC_KEY. Required.",
+        secret=True,
+        scoped=True,
+    )
     registry_target: str = setting(
         "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
     )
@@ -55,6 +70,8 @@ class GatewaySettings(ServerSettings):
 
     def validate(self) -> None:
         super().validate()
+        self.require_secret_length("jwt_secret")
+        self.require("signing_key")
         if self.rate_per_second <= 0 or self.rate_burst < 1:
             raise ConfigError(
                 "TEXERA_LAKE_GATEWAY_RATE_PER_SECOND must be above 0 and "

@@ -17,8 +17,10 @@ from collections.abc import Callable
 import grpc
 
 from gateway.forwarding import Backend
-from service_runtime.auth import SERVICE_ROLE, bearer, mint_token
+from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer
+from service_runtime.context import current_identity
 from service_runtime.errors import ServiceError
+from service_runtime.internal_tokens import MESH_AUDIENCE, TokenExchange, unit_audience
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 
 log = logging.getLogger("gateway.units")
@@ -32,12 +34,12 @@ class UnitDirectory:
     def __init__(
         self,
         registry: grpc.aio.Channel,
-        jwt_secret: str,
+        tokens: TokenExchange,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry_service_pb2_grpc.RegistryServiceStub(registry)
-        self._secret = jwt_secret
+        self._tokens = tokens
         self._clock = clock
         self._units: dict[str, rs.ComputingUnit] = {}
         self._routed: dict[str, int] = {}
@@ -47,8 +49,7 @@ class UnitDirectory:
 
     async def refresh(self) -> None:
         """Reads every unit from the registry; raises what the registry call raised."""
-        token = mint_token(self._secret, GATEWAY_SUBJECT, role=SERVICE_ROLE, ttl_seconds=300)
-        metadata = (bearer(token),)
+        metadata = (bearer(self._tokens.token(GATEWAY_SUBJECT, SERVICE_ROLE, MESH_AUDIENCE)),)
         units: dict[str, rs.ComputingUnit] = {}
         page_token = ""
         while True:
@@ -65,9 +66,9 @@ class UnitDirectory:
         await self._close_gone()
 
     async def _close_gone(self) -> None:
-        endpoints = {unit.endpoint for unit in self._units.values()}
-        for endpoint in [e for e in self._backends if e not in endpoints]:
-            await self._backends.pop(endpoint).close()
+        live = {f"{unit.computing_unit_id}@{unit.endpoint}" for unit in self._units.values()}
+        for key in [k for k in self._backends if k not in live]:
+            await self._backends.pop(key).close()
 
     def _healthy(self, unit: rs.ComputingUnit) -> bool:
         now = self._clock()
@@ -128,9 +129,15 @@ class UnitDirectory:
         self._suspect_until[unit.computing_unit_id] = self._clock() + SUSPECT_SECONDS
 
     def backend(self, unit: rs.ComputingUnit) -> Backend:
-        if unit.endpoint not in self._backends:
-            self._backends[unit.endpoint] = Backend(unit.endpoint)
-        return self._backends[unit.endpoint]
+        """The unit's backend; calls to it carry the caller's token for that unit alone."""
+        key = f"{unit.computing_unit_id}@{unit.endpoint}"
+        if key not in self._backends:
+            audience = unit_audience(unit.computing_unit_id)
+            self._backends[key] = Backend(
+                unit.endpoint,
+                token=lambda: self._tokens.token(current_identity().user_id, USER_ROLE, audience),
+            )
+        return self._backends[key]
 
     async def close(self) -> None:
         for backend in self._backends.values():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from embedded_stack.stack import SECRET_FILE
+from embedded_stack.secrets import JWT_SECRET_FILE
 from lake_cli import executions, results, warehouses
 from lake_cli.connection import CliError, Connection, read_state, stack_endpoints
 from lake_cli.render import error_text
@@ -24,7 +24,7 @@ from service_runtime.health_probe import probe
 
 def token(args: argparse.Namespace) -> None:
     """Prints a development token for a user, signed with the embedded stack's secret."""
-    secret = read_state(args.state_dir, SECRET_FILE).strip()
+    secret = read_state(args.state_dir, JWT_SECRET_FILE).strip()
     print(mint_token(secret, args.user, ttl_seconds=args.ttl))
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import grpc
 
-from embedded_stack.stack import ENDPOINTS_FILE, SECRET_FILE
+from embedded_stack.secrets import JWT_SECRET_FILE
+from embedded_stack.stack import ENDPOINTS_FILE
 from service_runtime.auth import bearer, mint_token
 from texera.lake.v1 import (
     execution_service_pb2_grpc,
@@ -56,7 +57,7 @@ def _target(target: str | None, state_dir: Path) -> str:
 
 def _token(user: str | None, state_dir: Path) -> str:
     if user:
-        return mint_token(read_state(state_dir, SECRET_FILE).strip(), user)
+        return mint_token(read_state(state_dir, JWT_SECRET_FILE).strip(), user)
     if token := os.environ.get(TOKEN_VARIABLE):
         return token
     raise CliError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from result_service.servicer import ResultServicer
 from result_service.settings import ResultServiceSettings
+from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 
 
@@ -13,6 +14,7 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="result-service",
         settings=settings,
+        authenticator=mesh_authenticator(settings, MESH_AUDIENCE),
         services=[ServiceBinding.of(servicer)],
         on_start=servicer.start,
         on_stop=servicer.stop,

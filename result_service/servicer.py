@@ -53,7 +53,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         self._settings = settings
         self._executor = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="result-read")
         self._plans = PlanCache(settings.plan_cache_size)
-        secret = settings.jwt_secret
+        secret = settings.page_token_key
         self._row_tokens = RowTokens(secret, "result-rows")
         self._statistic_tokens = RowTokens(secret, "runtime-statistics")
         self._latest_tokens = OffsetTokens(secret, "latest-runtime-statistics")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from catalog_map.settings import WarehouseClientSettings
-from service_runtime.config import ConfigError, setting
+from service_runtime.config import ConfigError, page_token_key_setting, setting
 
 
 @dataclass(frozen=True, repr=False)
@@ -15,6 +15,7 @@ class ResultServiceSettings(WarehouseClientSettings):
     metrics_port: int = setting(
         "METRICS_PORT", 9453, "Metrics port of the result service; 0 turns it off.", scoped=True
     )
+    page_token_key: str = page_token_key_setting()
     stream_message_bytes: int = setting(
         "STREAM_MESSAGE_BYTES",
         2 * 1024 * 1024,
@@ -48,6 +49,7 @@ class ResultServiceSettings(WarehouseClientSettings):
 
     def validate(self) -> None:
         super().validate()
+        self.require_secret_length("page_token_key")
         if self.stream_message_bytes < 64 * 1024:
             raise ConfigError("TEXERA_LAKE_RESULT_STREAM_MESSAGE_BYTES must be at least 64 KiB")
         if not 1 <= self.read_ahead_files <= 16:

@@ -1,23 +1,37 @@
-"""Caller identity from HS256 JWTs, as Texera issues them.
+"""Caller identity: who a call comes from, and the tokens that say so.
 
-A caller presents ``authorization: Bearer <JWT>``. The token must be signed
-with the shared secret (HS256 only) and carry an expiry. The user id is
-Texera's ``userId`` claim when present, else ``sub``. A token whose ``role``
-is ``SERVICE`` identifies a service of the mesh acting on its own account.
+Two kinds of bearer tokens reach the mesh:
+
+- **Users' Texera tokens** (HS256, signed with the secret Texera shares), accepted only at the
+  gateway, which holds that secret: ``UserTokenVerifier``.
+- **Internal tokens** (Ed25519), minted by the gateway for the user it verified, by the gateway
+  for itself, and by the registry for each computing unit it launches; every other service
+  verifies them with public keys only (``service_runtime.internal_tokens``).
+
+A computing unit that acts for a user presents its own credential as the bearer token and the
+user's token, which it was called with, under ``ON_BEHALF_KEY``; the callee sees the user, with
+the unit as ``Identity.via``.
 """
 
 from __future__ import annotations
 
+import abc
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import jwt
 
 from service_runtime.config import MIN_SECRET_LENGTH
 
 AUTHORIZATION_KEY = "authorization"
+#: Metadata entry with the token of the user a computing unit acts for.
+ON_BEHALF_KEY = "x-texera-on-behalf-of"
+
+USER_ROLE = "USER"
 SERVICE_ROLE = "SERVICE"
+UNIT_ROLE = "UNIT"
 
 
 class AuthenticationError(Exception):
@@ -28,14 +42,27 @@ class AuthenticationError(Exception):
 class Identity:
     """A verified caller."""
 
+    #: The subject: a user id, a service's name or a computing unit's id.
     user_id: str
     role: str
     #: The bearer token as presented, to pass on to other services.
     token: str = field(repr=False)
+    #: The audience the token was minted for (internal tokens only).
+    audience: str = ""
+    #: The computing unit through which a user acts, when one does.
+    via: Identity | None = None
+
+    @property
+    def is_user(self) -> bool:
+        return self.role == USER_ROLE
 
     @property
     def is_service(self) -> bool:
         return self.role == SERVICE_ROLE
+
+    @property
+    def is_unit(self) -> bool:
+        return self.role == UNIT_ROLE
 
 
 def check_secret(secret: str) -> None:
@@ -43,31 +70,42 @@ def check_secret(secret: str) -> None:
         raise ValueError(f"the JWT secret must be at least {MIN_SECRET_LENGTH} characters long")
 
 
-class TokenVerifier:
-    """Verifies bearer tokens against one HS256 secret.
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``authorization`` value; raises AuthenticationError."""
+    if not authorization:
+        raise AuthenticationError("missing authorization metadata: expected 'Bearer <token>'")
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationError("malformed authorization metadata: expected 'Bearer <token>'")
+    return token
+
+
+class Authenticator(Protocol):
+    """Decides who a call comes from, from its authorization and on-behalf metadata."""
+
+    def authenticate(self, authorization: str | None, on_behalf: str | None) -> Identity:
+        """The identity the call acts with; raises AuthenticationError."""
+
+
+class Verifier(abc.ABC):
+    """Verifies bearer tokens of one kind.
 
     A caller presents the same token on call after call; its signature is checked once and
     the verified identity remembered (least recently used first out) until the token expires,
     which is checked on every call.
     """
 
-    def __init__(
-        self, secret: str, *, leeway_seconds: float = 0.0, remembered: int = 10_000
-    ) -> None:
-        check_secret(secret)
-        self._secret = secret
+    def __init__(self, *, leeway_seconds: float = 0.0, remembered: int = 10_000) -> None:
         self._leeway = leeway_seconds
         self._remembered = remembered
         self._verified: OrderedDict[str, tuple[Identity, float]] = OrderedDict()
 
     def verify(self, authorization: str | None) -> Identity:
         """Verifies an ``authorization`` header value; raises AuthenticationError."""
-        if not authorization:
-            raise AuthenticationError("missing authorization metadata: expected 'Bearer <token>'")
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise AuthenticationError("malformed authorization metadata: expected 'Bearer <token>'")
+        return self.verify_token(bearer_token(authorization))
+
+    def verify_token(self, token: str) -> Identity:
         known = self._verified.get(token)
         if known is not None:
             identity, expires = known
@@ -82,8 +120,32 @@ class TokenVerifier:
             self._verified.popitem(last=False)
         return identity
 
+    def authenticate(self, authorization: str | None, on_behalf: str | None) -> Identity:
+        """The identity a call acts with: the caller's, or the user's it acts for."""
+        if on_behalf:
+            raise AuthenticationError(f"{ON_BEHALF_KEY} is not accepted by this service")
+        return self.verify(authorization)
+
+    @abc.abstractmethod
     def _decode(self, token: str) -> tuple[Identity, float]:
         """The token's identity and expiry, its signature and claims checked."""
+
+
+class UserTokenVerifier(Verifier):
+    """Verifies users' Texera tokens: HS256 with the shared secret, with an expiry.
+
+    The user id is Texera's ``userId`` claim when present, else ``sub``. Whatever role the
+    token names, the caller is a user: services of the mesh never present Texera tokens.
+    """
+
+    def __init__(
+        self, secret: str, *, leeway_seconds: float = 0.0, remembered: int = 10_000
+    ) -> None:
+        super().__init__(leeway_seconds=leeway_seconds, remembered=remembered)
+        check_secret(secret)
+        self._secret = secret
+
+    def _decode(self, token: str) -> tuple[Identity, float]:
         try:
             claims = jwt.decode(
                 token,
@@ -103,10 +165,7 @@ class TokenVerifier:
         user_id = claims.get("userId", claims.get("sub"))
         if user_id is None or str(user_id) == "":
             raise AuthenticationError("token names no user (userId or sub claim)")
-        identity = Identity(
-            user_id=str(user_id), role=str(claims.get("role", "REGULAR")), token=token
-        )
-        return identity, float(claims["exp"])
+        return Identity(user_id=str(user_id), role=USER_ROLE, token=token), float(claims["exp"])
 
 
 def bearer(token: str) -> tuple[str, str]:
@@ -114,16 +173,14 @@ def bearer(token: str) -> tuple[str, str]:
     return (AUTHORIZATION_KEY, f"Bearer {token}")
 
 
-def mint_token(
-    secret: str, user_id: str, *, role: str = "REGULAR", ttl_seconds: float = 3600.0
-) -> str:
-    """Issues a token the way Texera does, for tests, the stack and services' own calls."""
+def mint_token(secret: str, user_id: str, *, ttl_seconds: float = 3600.0) -> str:
+    """Issues a user's token the way Texera does, for tests and the embedded stack."""
     check_secret(secret)
     now = int(time.time())
     claims = {
         "sub": user_id,
         "userId": user_id,
-        "role": role,
+        "role": "REGULAR",
         "iat": now,
         "exp": now + int(ttl_seconds),
     }

@@ -1,4 +1,4 @@
-"""Which kind of caller a method accepts: an end user, or a service of the mesh."""
+"""Which kind of caller a method accepts: a user, a service of the mesh, or a computing unit."""
 
 from __future__ import annotations
 
@@ -10,21 +10,31 @@ from service_runtime.errors import ServiceError
 
 
 def require_user() -> Identity:
-    """The calling user; PERMISSION_DENIED for a service token."""
+    """The calling user (directly, or through a computing unit acting for them);
+    PERMISSION_DENIED for any other caller."""
     identity = current_identity()
-    if identity.is_service:
-        raise ServiceError(
-            grpc.StatusCode.PERMISSION_DENIED,
-            "this method needs an end user's token, not a service token",
-        )
+    if not identity.is_user:
+        raise ServiceError(grpc.StatusCode.PERMISSION_DENIED, "this method needs a user's token")
     return identity
 
 
 def require_service() -> Identity:
-    """The calling service; PERMISSION_DENIED for an end user's token."""
+    """The calling service of the mesh; PERMISSION_DENIED for anyone else."""
     identity = current_identity()
     if not identity.is_service:
         raise ServiceError(
             grpc.StatusCode.PERMISSION_DENIED, "this method is for services of the mesh only"
         )
     return identity
+
+
+def require_unit() -> Identity:
+    """The calling computing unit, acting as itself or for a user; PERMISSION_DENIED for
+    anyone else (users' tokens included)."""
+    identity = current_identity()
+    unit = identity if identity.is_unit else identity.via
+    if unit is None or not unit.is_unit:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED, "this method is for computing units only"
+        )
+    return unit

@@ -36,6 +36,18 @@ def setting(
     )
 
 
+def page_token_key_setting() -> Any:
+    """The secret that signs a service's page tokens; every replica must share it."""
+    return setting(
+        "PAGE_TOKEN_KEY",
+        "",
+        "Key that signs this service's page tokens (at least 32 characters; the same for every "
+        "replica). Required.",
+        secret=True,
+        scoped=True,
+    )
+
+
 def _parse(kind: Any, raw: str) -> Any:
     if kind is bool:
         lowered = raw.strip().lower()
@@ -49,6 +61,32 @@ def _parse(kind: Any, raw: str) -> Any:
     if kind is float:
         return float(raw)
     return raw
+
+
+def _secret(env: Mapping[str, str], variable: str) -> str | None:
+    """A secret setting: the content of the file named by ``<variable>_FILE``, which only its
+    owner may read. The environment is no place for a secret (children inherit it, and
+    ``/proc/<pid>/environ`` keeps it for the process's life), so the plain variable is refused."""
+    if variable in env:
+        raise ValueError(
+            f"secrets are not taken from the environment; put it in a file "
+            f"readable only by this process's user and set {variable}_FILE"
+        )
+    path = env.get(f"{variable}_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            content = file.read().decode().strip()
+    except OSError as exc:
+        raise ValueError(f"cannot read {variable}_FILE ({path}): {exc.strerror}") from exc
+    if mode & 0o077:
+        raise ValueError(
+            f"{variable}_FILE ({path}) may be read by others (mode {mode & 0o777:o}); "
+            "make it readable by its owner only (chmod 600)"
+        )
+    return content
 
 
 @dataclass(frozen=True)
@@ -66,11 +104,10 @@ class Settings:
         errors: list[str] = []
         for f in dataclasses.fields(cls):
             variable = cls.variable_name(f)
-            raw = env.get(variable)
-            if raw is None:
-                continue
             try:
-                values[f.name] = _parse(hints[f.name], raw)
+                raw = _secret(env, variable) if f.metadata["secret"] else env.get(variable)
+                if raw is not None:
+                    values[f.name] = _parse(hints[f.name], raw)
             except ValueError as exc:
                 errors.append(f"{variable}: {exc}")
         if errors:
@@ -83,22 +120,20 @@ class Settings:
         return f"{ENV_PREFIX}{scope}{f.metadata['env']}"
 
     @classmethod
-    def secret_variables(cls) -> list[str]:
-        """The environment variables of the settings marked secret."""
-        return [cls.variable_name(f) for f in dataclasses.fields(cls) if f.metadata["secret"]]
-
-    @classmethod
     def describe(cls) -> Iterator[tuple[str, str, str]]:
         """Yields (variable, default, help) for every setting."""
         for f in dataclasses.fields(cls):
-            default = "" if f.metadata["secret"] else str(f.default)
-            yield cls.variable_name(f), default, f.metadata["help"]
+            if f.metadata["secret"]:
+                yield f"{cls.variable_name(f)}_FILE", "", f"File holding it: {f.metadata['help']}"
+            else:
+                yield cls.variable_name(f), str(f.default), f.metadata["help"]
 
     def require(self, attribute: str) -> None:
         """Raises ConfigError naming the variable when a setting is empty."""
         if not getattr(self, attribute):
             f = next(f for f in dataclasses.fields(self) if f.name == attribute)
-            raise ConfigError(f"{self.variable_name(f)} must be set: {f.metadata['help']}")
+            variable = self.variable_name(f) + ("_FILE" if f.metadata["secret"] else "")
+            raise ConfigError(f"{variable} must be set: {f.metadata['help']}")
 
     def __repr__(self) -> str:
         shown = (
@@ -117,27 +152,37 @@ class ServerSettings(Settings):
     metrics_port: int = setting(
         "METRICS_PORT", 0, "Port of the Prometheus /metrics endpoint; 0 turns it off.", scoped=True
     )
-    jwt_secret: str = setting(
-        "JWT_SECRET",
-        "",
-        "HS256 secret that signs callers' JWTs (at least 32 characters). Required.",
-        secret=True,
-    )
     log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")
     shutdown_grace_seconds: float = setting(
         "SHUTDOWN_GRACE_SECONDS", 10.0, "On SIGTERM, how long in-flight calls may take to finish."
     )
+    gateway_public_key: str = setting(
+        "GATEWAY_PUBLIC_KEY",
+        "",
+        "Ed25519 public key (its 32 bytes in base64) that verifies the internal tokens the "
+        "gateway issues. Required by every service but the gateway.",
+    )
+    registry_public_key: str = setting(
+        "REGISTRY_PUBLIC_KEY",
+        "",
+        "Ed25519 public key (its 32 bytes in base64) that verifies the credentials the registry "
+        "issues to computing units. Required by the registry.",
+    )
 
     def validate(self) -> None:
         """Raises ConfigError, naming the variable, for settings a service cannot run with."""
-        self.require("jwt_secret")
-        if len(self.jwt_secret) < MIN_SECRET_LENGTH:
-            raise ConfigError(
-                f"{ENV_PREFIX}JWT_SECRET must be at least {MIN_SECRET_LENGTH} characters"
-            )
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ConfigError(
                 f"{ENV_PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
+            )
+
+    def require_secret_length(self, attribute: str) -> None:
+        """Raises ConfigError naming the variable when a secret is empty or too short."""
+        self.require(attribute)
+        if len(getattr(self, attribute)) < MIN_SECRET_LENGTH:
+            f = next(f for f in dataclasses.fields(self) if f.name == attribute)
+            raise ConfigError(
+                f"{self.variable_name(f)}_FILE must hold at least {MIN_SECRET_LENGTH} characters"
             )
 
 

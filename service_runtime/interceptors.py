@@ -53,6 +53,7 @@ class _CallScope:
         supplied = metadata.get(REQUEST_ID_KEY, "")
         self.request_id = supplied if _REQUEST_ID_PATTERN.match(supplied) else uuid.uuid4().hex
         self.authorization = metadata.get(auth.AUTHORIZATION_KEY)
+        self.on_behalf = metadata.get(auth.ON_BEHALF_KEY)
         self.code = grpc.StatusCode.OK
         self.error: ServiceError | None = None
         self.public = self.service in PUBLIC_SERVICES
@@ -61,8 +62,8 @@ class _CallScope:
 class ServerInterceptor(grpc.aio.ServerInterceptor):
     """Authentication, request ids, logs, metrics and error mapping for every call."""
 
-    def __init__(self, verifier: auth.TokenVerifier) -> None:
-        self._verifier = verifier
+    def __init__(self, authenticator: auth.Authenticator) -> None:
+        self._authenticator = authenticator
 
     async def intercept_service(
         self,
@@ -129,7 +130,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         await call.send_initial_metadata(((REQUEST_ID_KEY, scope.request_id),))
         if not scope.public:
             try:
-                context.identity_var.set(self._verifier.verify(scope.authorization))
+                context.identity_var.set(
+                    self._authenticator.authenticate(scope.authorization, scope.on_behalf)
+                )
             except auth.AuthenticationError as exc:
                 scope.error = ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(exc))
                 return False

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from service_runtime import context
-from service_runtime.auth import bearer
+from service_runtime.auth import ON_BEHALF_KEY, bearer
 from service_runtime.interceptors import REQUEST_ID_KEY
 
 _CHANNEL_OPTIONS = (
@@ -25,13 +25,21 @@ _CHANNEL_OPTIONS = (
 )
 
 
-def context_metadata() -> list[tuple[str, str]]:
-    """The request id and caller token of the call being served, as metadata."""
+def context_metadata(credential: str | None = None) -> list[tuple[str, str]]:
+    """The request id and caller token of the call being served, as metadata. With a
+    credential (a computing unit's own), the call is made with it, for the user being served
+    if there is one."""
     metadata = []
     if request_id := context.request_id_var.get():
         metadata.append((REQUEST_ID_KEY, request_id))
-    if identity := context.identity_var.get():
-        metadata.append(bearer(identity.token))
+    identity = context.identity_var.get()
+    if credential is None:
+        if identity is not None:
+            metadata.append(bearer(identity.token))
+        return metadata
+    metadata.append(bearer(credential))
+    if identity is not None and identity.is_user:
+        metadata.append((ON_BEHALF_KEY, identity.token))
     return metadata
 
 
@@ -44,10 +52,12 @@ def remaining_time(timeout: float | None = None) -> float | None:
     return remaining if timeout is None else min(timeout, remaining)
 
 
-def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+def _with_context(
+    details: grpc.aio.ClientCallDetails, credential: str | None
+) -> grpc.aio.ClientCallDetails:
     explicit = list(details.metadata or ())
     present = {key for key, _ in explicit}
-    inherited = [(key, value) for key, value in context_metadata() if key not in present]
+    inherited = [(key, value) for key, value in context_metadata(credential) if key not in present]
     return grpc.aio.ClientCallDetails(
         method=details.method,
         timeout=remaining_time(details.timeout),
@@ -61,13 +71,16 @@ class _ContextInterceptor(
     grpc.aio.UnaryUnaryClientInterceptor,
     grpc.aio.UnaryStreamClientInterceptor,
 ):
+    def __init__(self, credential: str | None) -> None:
+        self._credential = credential
+
     async def intercept_unary_unary(
         self,
         continuation: Callable[..., Any],
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        return await continuation(_with_context(client_call_details), request)
+        return await continuation(_with_context(client_call_details, self._credential), request)
 
     async def intercept_unary_stream(
         self,
@@ -75,11 +88,16 @@ class _ContextInterceptor(
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        return await continuation(_with_context(client_call_details), request)
+        return await continuation(_with_context(client_call_details, self._credential), request)
 
 
-def service_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-    """An insecure channel to another service of the mesh that propagates the call context."""
+def service_channel(
+    target: str, options: Sequence[tuple[str, Any]] = (), *, credential: str | None = None
+) -> grpc.aio.Channel:
+    """An insecure channel to another service of the mesh that propagates the call context;
+    with a credential, calls are made with it (see context_metadata)."""
     return grpc.aio.insecure_channel(
-        target, options=[*_CHANNEL_OPTIONS, *options], interceptors=[_ContextInterceptor()]
+        target,
+        options=[*_CHANNEL_OPTIONS, *options],
+        interceptors=[_ContextInterceptor(credential)],
     )

@@ -65,6 +65,8 @@ class ServiceProcess:
     #: Short name used in logs, for example ``gateway``.
     name: str
     settings: ServerSettings
+    #: Decides who each call (but health checks and reflection) comes from.
+    authenticator: auth.Authenticator
     services: Sequence[ServiceBinding] = ()
     #: API services this process will serve but has no handlers for yet: listed
     #: by reflection, their calls (once authenticated) answered UNIMPLEMENTED.
@@ -102,9 +104,8 @@ class RunningServer:
 
     def __init__(self, process: ServiceProcess) -> None:
         self.process = process
-        verifier = auth.TokenVerifier(process.settings.jwt_secret)
         self._server = grpc.aio.server(
-            interceptors=[ServerInterceptor(verifier), *process.extra_interceptors]
+            interceptors=[ServerInterceptor(process.authenticator), *process.extra_interceptors]
         )
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

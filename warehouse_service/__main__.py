@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.db import Database
@@ -44,19 +45,20 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="warehouse-service",
         settings=settings,
+        authenticator=mesh_authenticator(settings, MESH_AUDIENCE, with_units=True),
         services=[
             ServiceBinding.of(
                 WarehouseServicer(
                     db,
                     catalog,
-                    settings.jwt_secret,
+                    settings.page_token_key,
                     delete_wait_seconds=settings.delete_wait_seconds,
                 )
             ),
             ServiceBinding.of(
                 LedgerServicer(
                     db,
-                    jwt_secret=settings.jwt_secret,
+                    page_token_key=settings.page_token_key,
                     catalog_uri=settings.catalog_uri,
                     project_id=settings.catalog_project_id,
                     heartbeat_interval_seconds=settings.heartbeat_interval_seconds,

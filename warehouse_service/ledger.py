@@ -17,7 +17,7 @@ import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
-from service_runtime.callers import require_service, require_user
+from service_runtime.callers import require_service, require_unit, require_user
 from service_runtime.context import current_identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition, not_found
 from service_runtime.pagination import PageTokens, fingerprint, page_size
@@ -50,8 +50,13 @@ def _already_bound(execution_id: str) -> ServiceError:
 
 
 def _readable_by(identity: Identity, row: asyncpg.Record) -> bool:
-    """Whether the caller may see a row: services see all, users their own."""
-    return identity.is_service or row["owner_user_id"] == identity.user_id
+    """Whether the caller may see a row: the gateway sees all, users their own, a computing
+    unit acting as itself the executions bound to it."""
+    if identity.is_service:
+        return True
+    if identity.is_unit:
+        return bool(row.get("computing_unit_id") == identity.user_id)
+    return bool(row["owner_user_id"] == identity.user_id)
 
 
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
@@ -67,7 +72,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self,
         db: Database,
         *,
-        jwt_secret: str,
+        page_token_key: str,
         catalog_uri: str,
         project_id: str,
         heartbeat_interval_seconds: float,
@@ -78,8 +83,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self._project_id = project_id
         self._heartbeat_interval = heartbeat_interval_seconds
         self._lease = lease_seconds
-        self._execution_tokens = PageTokens(jwt_secret, "executions")
-        self._unit_tokens = PageTokens(jwt_secret, "computing-units")
+        self._execution_tokens = PageTokens(page_token_key, "executions")
+        self._unit_tokens = PageTokens(page_token_key, "computing-units")
 
     def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
         return records.binding(row, self._catalog_uri, self._project_id)
@@ -97,6 +102,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self, request: registry_service_pb2.BindExecutionRequest, context: Any
     ) -> registry_service_pb2.BindExecutionResponse:
         owner = require_user().user_id
+        unit = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -111,6 +117,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
+        _same_caller(unit, request.computing_unit_id)
         try:
             return await self._bind(owner, request)
         except asyncpg.UniqueViolationError:
@@ -211,7 +218,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def UpdateExecutionState(
         self, request: registry_service_pb2.UpdateExecutionStateRequest, context: Any
     ) -> registry_service_pb2.UpdateExecutionStateResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
@@ -364,6 +371,10 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any
     ) -> registry_service_pb2.ListExecutionRecordsResponse:
         identity = current_identity()
+        if identity.is_unit:
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED, "computing units list no executions"
+            )
         limit = page_size(request.page_size, default=50, maximum=500)
         violations = FieldViolations()
         if request.warehouse_id:
@@ -428,7 +439,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def RegisterComputingUnit(
         self, request: registry_service_pb2.RegisterComputingUnitRequest, context: Any
     ) -> registry_service_pb2.RegisterComputingUnitResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
         check_endpoint_address(violations, request.endpoint, "endpoint")
@@ -475,7 +486,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def HeartbeatComputingUnit(
         self, request: registry_service_pb2.HeartbeatComputingUnitRequest, context: Any
     ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
         violations.check(
@@ -510,6 +521,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def ListComputingUnits(
         self, request: registry_service_pb2.ListComputingUnitsRequest, context: Any
     ) -> registry_service_pb2.ListComputingUnitsResponse:
+        require_service()
         limit = page_size(request.page_size, default=100, maximum=1000)
         request_fingerprint = fingerprint(request.healthy_only)
         offset = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service_runtime.config import ServerSettings, setting
+from service_runtime.config import ServerSettings, page_token_key_setting, setting
 
 
 @dataclass(frozen=True, repr=False)
@@ -19,6 +19,15 @@ class WarehouseServiceSettings(ServerSettings):
         "",
         "PostgreSQL URL of the registry's database (postgresql://user:password@host:port/db). "
         "Required.",
+        secret=True,
+        scoped=True,
+    )
+    page_token_key: str = page_token_key_setting()
+    signing_key: str = setting(
+        "SIGNING_KEY",
+        "",
+        "Ed25519 private key (PEM) that signs the credentials the registry issues to computing "
+        "units; its public half is TEXERA_LAKE_REGISTRY_PUBLIC_KEY. Required.",
         secret=True,
         scoped=True,
     )
@@ -74,3 +83,4 @@ class WarehouseServiceSettings(ServerSettings):
     def validate(self) -> None:
         super().validate()
         self.require("database_url")
+        self.require_secret_length("page_token_key")

@@ -134,13 +134,13 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self,
         db: Database,
         catalog: CatalogClient,
-        jwt_secret: str,
+        page_token_key: str,
         *,
         delete_wait_seconds: float = 60.0,
     ) -> None:
         self._db = db
         self._catalog = catalog
-        self._tokens = PageTokens(jwt_secret, "warehouses")
+        self._tokens = PageTokens(page_token_key, "warehouses")
         self._delete_wait = delete_wait_seconds
 
     async def _owned(

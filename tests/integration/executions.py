@@ -93,7 +93,7 @@ class UnitClient:
 def unit_as(stack: Stack, user_id: str) -> UnitClient:
     channel = grpc.insecure_channel(stack.target("cu-service"))
     return UnitClient(
-        execution_service_pb2_grpc.ExecutionServiceStub(channel), bearer(stack.token(user_id))
+        execution_service_pb2_grpc.ExecutionServiceStub(channel), bearer(stack.unit_token(user_id))
     )
 
 

@@ -18,7 +18,6 @@ from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime import auth
-from service_runtime.auth import SERVICE_ROLE, mint_token
 from service_runtime.errors import status_details
 from texera.lake.v1 import (
     registry_service_pb2,
@@ -41,6 +40,7 @@ def bearer(token: str) -> Metadata:
 class RegistryClient:
     """The registry's two services, called with one identity's token."""
 
+    stack: Stack
     #: Subject of the token: a user id, or a computing unit's id.
     subject: str
     warehouses: warehouse_service_pb2_grpc.WarehouseServiceStub
@@ -50,24 +50,44 @@ class RegistryClient:
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, metadata=self.metadata, timeout=120)
 
+    def through(self, unit_id: str) -> RegistryClient:
+        """This user acting through computing unit unit_id: the unit's credential, and the
+        user's token minted for that unit, as a unit sends them."""
+        return registry_as(
+            self.stack,
+            self.subject,
+            self.stack.unit_credential(unit_id),
+            on_behalf=self.stack.unit_token(self.subject, unit_id),
+        )
 
-def registry_as(stack: Stack, subject: str, token: str) -> RegistryClient:
+
+def registry_as(
+    stack: Stack, subject: str, token: str, *, on_behalf: str | None = None
+) -> RegistryClient:
     channel = grpc.insecure_channel(stack.target("warehouse-service"))
+    extra = ((auth.ON_BEHALF_KEY, on_behalf),) if on_behalf else ()
     return RegistryClient(
+        stack=stack,
         subject=subject,
         warehouses=warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
         ledger=registry_service_pb2_grpc.RegistryServiceStub(channel),
-        metadata=bearer(token),
+        metadata=(*bearer(token), *extra),
     )
 
 
 def user(stack: Stack, user_id: str) -> RegistryClient:
-    return registry_as(stack, user_id, stack.token(user_id))
+    """Calls as user_id, with the internal token the gateway would forward."""
+    return registry_as(stack, user_id, stack.internal_token(user_id))
 
 
 def computing_unit(stack: Stack, unit_id: str) -> RegistryClient:
-    """Calls as computing unit unit_id (a service token whose subject is the unit)."""
-    return registry_as(stack, unit_id, mint_token(stack.jwt_secret, unit_id, role=SERVICE_ROLE))
+    """Calls as computing unit unit_id, with the credential the registry issues it."""
+    return registry_as(stack, unit_id, stack.unit_credential(unit_id))
+
+
+def gateway_account(stack: Stack) -> RegistryClient:
+    """Calls as the gateway on its own account."""
+    return registry_as(stack, "gateway", stack.service_token("gateway"))
 
 
 def credentials(

@@ -93,7 +93,7 @@ def arrow_table(messages: list[rs.StreamResultResponse]) -> pa.Table:
 def results_as(stack: Stack, user_id: str) -> ResultClient:
     channel = grpc.insecure_channel(stack.target("result-service"))
     return ResultClient(
-        result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.token(user_id))
+        result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.internal_token(user_id))
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from service_runtime.auth import UserTokenVerifier
 from service_runtime.config import ServerSettings, setting
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
@@ -23,6 +24,7 @@ SERVICE = "texera.lake.v1.WarehouseService"
 class SlowSettings(ServerSettings):
     scope = "SLOW"
     port: int = setting("PORT", 0, "gRPC port.", scoped=True)
+    jwt_secret: str = setting("JWT_SECRET", "", "Secret of callers' tokens.", secret=True)
 
 
 async def slow_get(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -44,11 +46,14 @@ def add(servicer: object, server: grpc.aio.Server) -> None:
 
 
 if __name__ == "__main__":
-    run_service(
-        "slow",
-        lambda: ServiceProcess(
+
+    def build() -> ServiceProcess:
+        settings = SlowSettings.from_env()
+        return ServiceProcess(
             name="slow",
-            settings=SlowSettings.from_env(),
+            settings=settings,
+            authenticator=UserTokenVerifier(settings.jwt_secret),
             services=[ServiceBinding(SERVICE, None, add)],
-        ),
-    )
+        )
+
+    run_service("slow", build)

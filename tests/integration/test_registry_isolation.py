@@ -51,7 +51,7 @@ def tenancy(stack: Stack) -> Tenancy:
     grant = stack.provision_bucket("tenant")
     warehouse_id = create_warehouse(alice, grant).warehouse_id
     execution_id = f"ex-{uuid.uuid4().hex[:10]}"
-    alice.call(
+    alice.through(unit.subject).call(
         alice.ledger.BindExecution,
         rs.BindExecutionRequest(
             execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit.subject
@@ -108,7 +108,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     ),
     (
         "BindExecution (Alice's warehouse)",
-        lambda t: t.bob.call(
+        lambda t: t.bob.through(t.unit.subject).call(
             t.bob.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=f"ex-{uuid.uuid4().hex[:10]}",
@@ -120,7 +120,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     ),
     (
         "BindExecution (Alice's execution id)",
-        lambda t: t.bob.call(
+        lambda t: t.bob.through(t.unit.subject).call(
             t.bob.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=t.execution_id,

@@ -16,6 +16,7 @@ from tests.integration.mesh import (
     bad_fields,
     computing_unit,
     create_warehouse,
+    gateway_account,
     refused,
     register_unit,
     user,
@@ -55,7 +56,8 @@ def bind(
     request = rs.BindExecutionRequest(
         execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit_id, **fields
     )
-    return client.call(client.ledger.BindExecution, request)
+    through = client.through(unit_id)
+    return through.call(through.ledger.BindExecution, request)
 
 
 def report(unit: RegistryClient, execution_id: str, state: Any = 0, **fields: Any) -> Any:
@@ -312,13 +314,15 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
         )
     )
     assert late.code() == grpc.StatusCode.NOT_FOUND
-    healthy = unit.call(
-        unit.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
+    gateway = gateway_account(stack)
+    healthy = gateway.call(
+        gateway.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
     )
     assert unit.subject not in [u.computing_unit_id for u in healthy.computing_units]
     register_unit(stack, unit.subject)
-    healthy = unit.call(
-        unit.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
+    gateway = gateway_account(stack)
+    healthy = gateway.call(
+        gateway.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
     )
     assert unit.subject in [u.computing_unit_id for u in healthy.computing_units]
 
@@ -344,9 +348,12 @@ def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
     )
     listed = [
         u.computing_unit_id
-        for u in client.call(
-            client.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
-        ).computing_units
+        for u in gateway_account(stack)
+        .call(
+            gateway_account(stack).ledger.ListComputingUnits,
+            rs.ListComputingUnitsRequest(healthy_only=True),
+        )
+        .computing_units
     ]
     assert listed.index(idle) < listed.index(busy)
 
@@ -378,7 +385,7 @@ def test_registration_names_bad_fields(stack: Stack, request_: Any, fields: set[
 LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any], set[str]]] = [
     (
         "BindExecution",
-        lambda user_, unit_: user_.call(
+        lambda user_, unit_: user_.through(unit_.subject).call(
             user_.ledger.BindExecution, rs.BindExecutionRequest(execution_id="bad id")
         ),
         {"execution_id", "warehouse_id", "computing_unit_id"},
@@ -429,7 +436,7 @@ LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any
     ),
     (
         "ListComputingUnits",
-        lambda user_, unit_: unit_.call(
+        lambda user_, unit_: gateway_account(unit_.stack).call(
             unit_.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(page_token="forged")
         ),
         {"page_token"},

@@ -7,15 +7,15 @@ import time
 import jwt
 import pytest
 
-from service_runtime.auth import AuthenticationError, TokenVerifier, mint_token
+from service_runtime.auth import AuthenticationError, UserTokenVerifier, mint_token
 
 SECRET = "s" * 40
 
 
 def test_a_valid_token_yields_the_identity() -> None:
     token = mint_token(SECRET, "alice")
-    identity = TokenVerifier(SECRET).verify(f"Bearer {token}")
-    assert (identity.user_id, identity.role, identity.is_service) == ("alice", "REGULAR", False)
+    identity = UserTokenVerifier(SECRET).verify(f"Bearer {token}")
+    assert (identity.user_id, identity.role, identity.is_user) == ("alice", "USER", True)
     assert identity.token == token
     assert token not in repr(identity)
 
@@ -24,12 +24,13 @@ def test_texera_user_id_claim_wins_over_subject() -> None:
     token = jwt.encode(
         {"sub": "alice@example.org", "userId": 42, "exp": time.time() + 60}, SECRET, "HS256"
     )
-    assert TokenVerifier(SECRET).verify(f"Bearer {token}").user_id == "42"
+    assert UserTokenVerifier(SECRET).verify(f"Bearer {token}").user_id == "42"
 
 
-def test_service_role_is_recognized() -> None:
-    token = mint_token(SECRET, "cu-1", role="SERVICE")
-    assert TokenVerifier(SECRET).verify(f"Bearer {token}").is_service
+def test_a_texera_token_claiming_a_service_role_is_still_a_user() -> None:
+    token = jwt.encode({"sub": "cu-1", "role": "SERVICE", "exp": time.time() + 60}, SECRET, "HS256")
+    identity = UserTokenVerifier(SECRET).verify(f"Bearer {token}")
+    assert (identity.is_user, identity.is_service, identity.is_unit) == (True, False, False)
 
 
 @pytest.mark.parametrize(
@@ -44,25 +45,25 @@ def test_service_role_is_recognized() -> None:
 )
 def test_missing_or_malformed_headers_are_refused(header: str | None, reason: str) -> None:
     with pytest.raises(AuthenticationError, match=reason):
-        TokenVerifier(SECRET).verify(header)
+        UserTokenVerifier(SECRET).verify(header)
 
 
 def test_a_token_signed_with_another_secret_is_refused() -> None:
     token = mint_token("o" * 40, "mallory")
     with pytest.raises(AuthenticationError, match="signature"):
-        TokenVerifier(SECRET).verify(f"Bearer {token}")
+        UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
 def test_an_expired_token_is_refused() -> None:
     token = jwt.encode({"sub": "alice", "exp": int(time.time()) - 5}, SECRET, "HS256")
     with pytest.raises(AuthenticationError, match="expired"):
-        TokenVerifier(SECRET).verify(f"Bearer {token}")
+        UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
 def test_a_token_without_expiry_is_refused() -> None:
     token = jwt.encode({"sub": "alice"}, SECRET, "HS256")
     with pytest.raises(AuthenticationError, match="no expiry"):
-        TokenVerifier(SECRET).verify(f"Bearer {token}")
+        UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
 def test_unsigned_and_other_algorithm_tokens_are_refused() -> None:
@@ -70,24 +71,24 @@ def test_unsigned_and_other_algorithm_tokens_are_refused() -> None:
     hs512 = jwt.encode({"sub": "alice", "exp": time.time() + 60}, SECRET * 2, "HS512")
     for token in (unsigned, hs512):
         with pytest.raises(AuthenticationError):
-            TokenVerifier(SECRET).verify(f"Bearer {token}")
+            UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
 def test_a_token_naming_no_user_is_refused() -> None:
     token = jwt.encode({"exp": time.time() + 60}, SECRET, "HS256")
     with pytest.raises(AuthenticationError, match="names no user"):
-        TokenVerifier(SECRET).verify(f"Bearer {token}")
+        UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
 def test_short_secrets_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 32"):
-        TokenVerifier("too-short")
+        UserTokenVerifier("too-short")
 
 
 def test_a_remembered_token_is_still_refused_once_it_expires(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    verifier = TokenVerifier(SECRET)
+    verifier = UserTokenVerifier(SECRET)
     token = f"Bearer {mint_token(SECRET, 'alice', ttl_seconds=60)}"
     assert verifier.verify(token).user_id == "alice"
     assert verifier.verify(token).user_id == "alice"  # from memory
@@ -98,7 +99,7 @@ def test_a_remembered_token_is_still_refused_once_it_expires(
 
 
 def test_what_is_remembered_is_bounded() -> None:
-    verifier = TokenVerifier(SECRET, remembered=2)
+    verifier = UserTokenVerifier(SECRET, remembered=2)
     tokens = [f"Bearer {mint_token(SECRET, user)}" for user in ("a", "b", "c")]
     for token in tokens:
         verifier.verify(token)

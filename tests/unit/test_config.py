@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from result_service.settings import ResultServiceSettings
 from scripts.settings_table import ALL_SETTINGS
-from service_runtime.config import ConfigError, ServerSettings, Settings, markdown_table, setting
+from service_runtime.config import ConfigError, Settings, markdown_table, setting
 from tests.conftest import ROOT
 
 
@@ -47,21 +49,44 @@ def test_malformed_values_are_refused_naming_each_variable() -> None:
     assert "TEXERA_LAKE_EXAMPLE_VERBOSE" in str(error.value)
 
 
-def test_repr_hides_secret_values() -> None:
-    settings = ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD": "hunter2-canary"})
+def _secret_file(tmp_path: Path, content: str, mode: int = 0o600) -> str:
+    path = tmp_path / "secret"
+    path.write_text(content + "\n")
+    path.chmod(mode)
+    return str(path)
+
+
+def test_secrets_come_from_their_file_and_repr_hides_them(tmp_path: Path) -> None:
+    path = _secret_file(tmp_path, "hunter2-canary")
+    settings = ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": path})
     assert settings.password == "hunter2-canary"
     assert "hunter2-canary" not in repr(settings)
 
 
-def test_server_settings_validation_names_the_variable() -> None:
-    with pytest.raises(ConfigError, match="TEXERA_LAKE_JWT_SECRET must be set"):
-        ServerSettings.from_env({}).validate()
-    with pytest.raises(ConfigError, match="TEXERA_LAKE_JWT_SECRET must be at least 32"):
-        ServerSettings.from_env({"TEXERA_LAKE_JWT_SECRET": "short"}).validate()
-    with pytest.raises(ConfigError, match="TEXERA_LAKE_LOG_LEVEL"):
-        ServerSettings.from_env(
-            {"TEXERA_LAKE_JWT_SECRET": "x" * 32, "TEXERA_LAKE_LOG_LEVEL": "LOUD"}
-        ).validate()
+def test_a_secret_in_the_environment_is_refused_naming_the_file_variable() -> None:
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_PASSWORD_FILE") as error:
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD": "hunter2-canary"})
+    assert "hunter2-canary" not in str(error.value)
+
+
+def test_a_secret_file_others_may_read_is_refused(tmp_path: Path) -> None:
+    path = _secret_file(tmp_path, "hunter2-canary", mode=0o644)
+    with pytest.raises(ConfigError, match="chmod 600") as error:
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": path})
+    assert "hunter2-canary" not in str(error.value)
+
+
+def test_a_missing_secret_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read TEXERA_LAKE_PASSWORD_FILE"):
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": str(tmp_path / "none")})
+
+
+def test_secret_length_validation_names_the_file_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_RESULT_PAGE_TOKEN_KEY_FILE must be set"):
+        ResultServiceSettings.from_env({}).validate()
+    short = _secret_file(tmp_path, "short")
+    with pytest.raises(ConfigError, match="PAGE_TOKEN_KEY_FILE must hold at least 32"):
+        ResultServiceSettings.from_env({"TEXERA_LAKE_RESULT_PAGE_TOKEN_KEY_FILE": short}).validate()
 
 
 def test_readme_documents_every_setting() -> None:

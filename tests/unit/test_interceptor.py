@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 
 from service_runtime import context
-from service_runtime.auth import bearer, mint_token
+from service_runtime.auth import UserTokenVerifier, bearer, mint_token
 from service_runtime.config import ServerSettings
 from service_runtime.errors import FieldViolations, not_found, status_details
 from service_runtime.logs import JsonFormatter
@@ -86,11 +86,14 @@ def _binding(handlers: dict[str, Handler]) -> ServiceBinding:
 
 
 async def _start(secret: str, handlers: dict[str, Handler]) -> RunningServer:
-    settings = ServerSettings(
-        host="127.0.0.1", port=0, jwt_secret=secret, shutdown_grace_seconds=5.0
-    )
+    settings = ServerSettings(host="127.0.0.1", port=0, shutdown_grace_seconds=5.0)
     server = RunningServer(
-        ServiceProcess(name="test", settings=settings, services=[_binding(handlers)])
+        ServiceProcess(
+            name="test",
+            settings=settings,
+            authenticator=UserTokenVerifier(secret),
+            services=[_binding(handlers)],
+        )
     )
     await server.start()
     return server

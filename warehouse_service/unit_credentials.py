@@ -1,0 +1,30 @@
+"""The credentials the registry issues to the computing units it launches.
+
+A unit's credential is an internal token signed with the registry's key: role ``UNIT``, the
+unit's id as subject and its owner as a claim. With it a unit acts only as itself: on the
+executions bound to it, and for a user only together with that user's token minted for the
+unit (see service_runtime.internal_tokens).
+"""
+
+from __future__ import annotations
+
+from service_runtime.auth import UNIT_ROLE
+from service_runtime.internal_tokens import MESH_AUDIENCE, REGISTRY_ISSUER, TokenSigner
+
+#: A unit's credential outlives any one run of the unit; launching it again issues a new one.
+CREDENTIAL_TTL_SECONDS = 30 * 24 * 3600.0
+
+
+class UnitCredentials:
+    def __init__(self, signing_key_pem: str, ttl_seconds: float = CREDENTIAL_TTL_SECONDS) -> None:
+        self._signer = TokenSigner(signing_key_pem, REGISTRY_ISSUER)
+        self._ttl = ttl_seconds
+
+    def issue(self, unit_id: str, owner_user_id: str) -> str:
+        return self._signer.mint(
+            unit_id,
+            UNIT_ROLE,
+            MESH_AUDIENCE,
+            ttl_seconds=self._ttl,
+            claims={"owner": owner_user_id},
+        )
