@@ -18,6 +18,7 @@ COPY result_service ./result_service
 COPY gateway ./gateway
 COPY embedded_stack ./embedded_stack
 COPY lake_cli ./lake_cli
+COPY deploy/compose/make_secrets.py ./deploy/compose/make_secrets.py
 RUN pip install --no-cache-dir -c constraints.txt .
 
 RUN useradd --system --uid 10001 lake

@@ -76,7 +76,10 @@ def main() -> None:
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True, service_env=UNLIMITED) as stack,
     ):
-        calls = metadata(stack)
+        calls = {
+            stack.target(part): metadata(stack, part)
+            for part in ("gateway", "warehouse-service", "result-service")
+        }
         warehouse = create_warehouse(stack, stack.provision_bucket(USER))
         print(f"writing {args.rows:,} rows ...", flush=True)
         _, final = run_execution(stack, warehouse.warehouse_id, plan(args.rows, WIDE_COLUMNS))
@@ -85,14 +88,14 @@ def main() -> None:
         def get_warehouse(target: str) -> Callable[[], object]:
             stub = warehouse_service_pb2_grpc.WarehouseServiceStub(grpc.insecure_channel(target))
             request = warehouse_service_pb2.GetWarehouseRequest(warehouse_id=warehouse.warehouse_id)
-            return lambda: stub.GetWarehouse(request, metadata=calls, timeout=30)
+            return lambda: stub.GetWarehouse(request, metadata=calls[target], timeout=30)
 
         def stream(target: str) -> Callable[[], pa.Table]:
             reader = ResultStream(grpc.insecure_channel(target))
             request = result_service_pb2.StreamResultRequest(
                 execution_id=final.execution_id, operator_id=output.operator_id
             )
-            return lambda: reader.read_all(request, metadata=calls, timeout=600)
+            return lambda: reader.read_all(request, metadata=calls[target], timeout=600)
 
         print("measuring ...", flush=True)
         gateway, warehouses, results = (

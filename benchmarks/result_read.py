@@ -77,7 +77,8 @@ class Readers:
         self, stack: Stack, table: Table, execution_id: str, operator_id: str, flight_port: int
     ) -> None:
         self.table = table
-        self.calls = metadata(stack)
+        self.calls = metadata(stack, "result-service")
+        self.gateway_calls = metadata(stack, "gateway")
         channel = grpc.insecure_channel(stack.target("result-service"))
         self.stub = result_service_pb2_grpc.ResultServiceStub(channel)
         self.direct = ResultStream(channel)
@@ -94,7 +95,7 @@ class Readers:
         return self.direct.read_all(self.whole, metadata=self.calls, timeout=600)
 
     def through_gateway(self) -> pa.Table:
-        return self.gateway.read_all(self.whole, metadata=self.calls, timeout=600)
+        return self.gateway.read_all(self.whole, metadata=self.gateway_calls, timeout=600)
 
     def by_stub(self) -> pa.Table:
         messages = self.stub.StreamResult(self.whole, metadata=self.calls, timeout=600)

@@ -171,6 +171,8 @@ class Stack:
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
+        #: The computing unit id of each part that runs one.
+        self._unit_ids: dict[str, str] = {}
 
     @property
     def log_dir(self) -> Path:
@@ -199,6 +201,15 @@ class Stack:
     def service_token(self, service: str) -> str:
         """The gateway's token for its own account (a SERVICE)."""
         return self.internal_token(service, role=SERVICE_ROLE)
+
+    def token_for(self, part: str, user_id: str) -> str:
+        """The token user_id presents when calling part directly: a Texera token at the
+        gateway, an internal token for the mesh or for one computing unit behind it."""
+        if part == "gateway":
+            return self.token(user_id)
+        if part in self._unit_ids:
+            return self.unit_token(user_id, self._unit_ids[part])
+        return self.internal_token(user_id)
 
     def unit_token(self, user_id: str, unit_id: str = UNIT_ID) -> str:
         """A user's internal token for calling computing unit unit_id directly."""
@@ -303,6 +314,8 @@ class Stack:
     ) -> ManagedProcess:
         name = name or spec.name
         settings = {**self._service_env(), **(env or {})}
+        if spec.module == "cu_service":
+            self._unit_ids[name] = settings[f"{ENV_PREFIX}CU_ID"]
         process = ManagedProcess(
             name,
             [sys.executable, "-m", spec.module],

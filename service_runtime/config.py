@@ -3,7 +3,10 @@
 Every setting is one variable named ``TEXERA_LAKE_<NAME>``. A setting declared
 as *scoped* is read per service: ``TEXERA_LAKE_<SCOPE>_<NAME>`` (for example
 ``TEXERA_LAKE_GATEWAY_PORT``), so that one environment can configure the whole
-mesh. Defaults are those of the embedded stack on one machine.
+mesh. Defaults are those of the embedded stack on one machine. Any setting may
+instead be given in a file named by ``<variable>_FILE`` (as Docker and Kubernetes
+mount them); a setting marked secret only so, from a file nobody but its owner (and its
+group, as Kubernetes mounts secrets) can read, nor anybody else write.
 
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
 table of the README's configuration section.
@@ -63,11 +66,11 @@ def _parse(kind: Any, raw: str) -> Any:
     return raw
 
 
-def _secret(env: Mapping[str, str], variable: str) -> str | None:
-    """A secret setting: the content of the file named by ``<variable>_FILE``, which only its
-    owner may read. The environment is no place for a secret (children inherit it, and
-    ``/proc/<pid>/environ`` keeps it for the process's life), so the plain variable is refused."""
-    if variable in env:
+def _from_file(env: Mapping[str, str], variable: str, *, secret: bool) -> str | None:
+    """The content of the file named by ``<variable>_FILE``, if set. A secret is taken only
+    so, from a file only its owner may read: the environment is no place for a secret
+    (children inherit it, and ``/proc/<pid>/environ`` keeps it for the process's life)."""
+    if secret and variable in env:
         raise ValueError(
             f"secrets are not taken from the environment; put it in a file "
             f"readable only by this process's user and set {variable}_FILE"
@@ -81,7 +84,8 @@ def _secret(env: Mapping[str, str], variable: str) -> str | None:
             content = file.read().decode().strip()
     except OSError as exc:
         raise ValueError(f"cannot read {variable}_FILE ({path}): {exc.strerror}") from exc
-    if mode & 0o077:
+    # Group read is allowed: Kubernetes mounts secret files 0440 for the pod's group.
+    if secret and mode & 0o027:
         raise ValueError(
             f"{variable}_FILE ({path}) may be read by others (mode {mode & 0o777:o}); "
             "make it readable by its owner only (chmod 600)"
@@ -105,7 +109,9 @@ class Settings:
         for f in dataclasses.fields(cls):
             variable = cls.variable_name(f)
             try:
-                raw = _secret(env, variable) if f.metadata["secret"] else env.get(variable)
+                raw = _from_file(env, variable, secret=f.metadata["secret"])
+                if raw is None and not f.metadata["secret"]:
+                    raw = env.get(variable)
                 if raw is not None:
                     values[f.name] = _parse(hints[f.name], raw)
             except ValueError as exc:

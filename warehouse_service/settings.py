@@ -84,3 +84,5 @@ class WarehouseServiceSettings(ServerSettings):
         super().validate()
         self.require("database_url")
         self.require_secret_length("page_token_key")
+        self.require("signing_key")
+        self.require("registry_public_key")

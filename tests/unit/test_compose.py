@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|KEY|TOKEN", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
-ONE_SHOT = {"minio-setup", "lakekeeper-migrate", "lakekeeper-bootstrap"}
+ONE_SHOT = {"lake-secrets", "minio-setup", "lakekeeper-migrate", "lakekeeper-bootstrap"}
 OUR_SERVICES = {"warehouse-service", "result-service", "cu-service", "gateway"}
 
 
@@ -103,7 +103,9 @@ def _environment_items(services: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def test_no_secret_is_written_into_the_compose_file(services: dict[str, Any]) -> None:
     for name, key, value in _environment_items(services):
-        if SECRET_NAME.search(key) or ("://" in value and "@" in value):
+        if key.startswith("TEXERA_LAKE_") and key.endswith("_FILE"):
+            assert value.startswith("/run/texera-lake/"), f"{name}.{key} is a mounted file"
+        elif SECRET_NAME.search(key) or ("://" in value and "@" in value):
             assert VARIABLE.search(value), f"{name}.{key} must come from .env"
             literal = VARIABLE.sub("", value)
             assert not re.search(r":[^/@:]+@", literal), f"{name}.{key} has a literal password"
@@ -119,7 +121,23 @@ def test_service_settings_in_the_compose_file_are_documented(services: dict[str,
     readme = (ROOT / "README.md").read_text()
     for name, key, _ in _environment_items(services):
         if key.startswith("TEXERA_LAKE_"):
-            assert f"`{key}`" in readme, f"{name}.{key} is not a documented setting"
+            documented = f"`{key}`" in readme or f"`{key.removesuffix('_FILE')}`" in readme
+            assert documented, f"{name}.{key} is not a documented setting"
+
+
+def test_mesh_services_get_secrets_only_as_files_of_their_own(services: dict[str, Any]) -> None:
+    mesh = [name for name, s in services.items() if s.get("image", "").startswith("texera-lake")]
+    users = set()
+    for name in mesh:
+        if name in ONE_SHOT:
+            continue
+        service = services[name]
+        users.add(service["user"])
+        for key, value in service["environment"].items():
+            assert not (SECRET_NAME.search(key) and not key.endswith("_FILE")), f"{name}.{key}"
+            if key.endswith("_FILE") and "/public/" not in value:
+                assert value.startswith(f"/run/texera-lake/{name}/"), f"{name}.{key}"
+    assert len(users) == len(mesh) - 1, "each service runs as a user of its own"
 
 
 def test_the_image_installs_from_the_pinned_constraints() -> None:
