@@ -49,6 +49,8 @@ def filtered_numbers(end: int, partitions: int, condition: str) -> workflow_pb2.
 class UnitClient:
     stub: execution_service_pb2_grpc.ExecutionServiceStub
     metadata: Metadata
+    #: The user the client calls as.
+    user_id: str
 
     def submit(
         self, warehouse_id: str, flow: workflow_pb2.Workflow, **fields: Any
@@ -90,10 +92,13 @@ class UnitClient:
             time.sleep(0.2)
 
 
-def unit_as(stack: Stack, user_id: str) -> UnitClient:
-    channel = grpc.insecure_channel(stack.target("cu-service"))
+def unit_as(stack: Stack, user_id: str, part: str = "cu-service") -> UnitClient:
+    """ExecutionService of part (the stack's unit, or the gateway) as user_id."""
+    channel = grpc.insecure_channel(stack.target(part))
     return UnitClient(
-        execution_service_pb2_grpc.ExecutionServiceStub(channel), bearer(stack.unit_token(user_id))
+        execution_service_pb2_grpc.ExecutionServiceStub(channel),
+        bearer(stack.token_for(part, user_id)),
+        user_id,
     )
 
 

@@ -90,14 +90,14 @@ def arrow_table(messages: list[rs.StreamResultResponse]) -> pa.Table:
     return pa.ipc.open_stream(b"".join(m.arrow_ipc for m in messages)).read_all()
 
 
-def results_as(stack: Stack, user_id: str) -> ResultClient:
-    channel = grpc.insecure_channel(stack.target("result-service"))
+def results_as(stack: Stack, user_id: str, part: str = "result-service") -> ResultClient:
+    """ResultService of part (the result service, or the gateway) as user_id."""
+    channel = grpc.insecure_channel(stack.target(part))
     return ResultClient(
-        result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.internal_token(user_id))
+        result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.token_for(part, user_id))
     )
 
 
 def results_like(stack: Stack, unit: UnitClient) -> ResultClient:
-    """A result client calling with the same token as unit."""
-    channel = grpc.insecure_channel(stack.target("result-service"))
-    return ResultClient(result_service_pb2_grpc.ResultServiceStub(channel), unit.metadata)
+    """A result client calling as the same user as unit."""
+    return results_as(stack, unit.user_id)

@@ -31,7 +31,7 @@ from tests.integration.executions import (
     unit_as,
     workflow,
 )
-from tests.integration.mesh import bad_fields, computing_unit, refused, user
+from tests.integration.mesh import bad_fields, gateway_account, refused, user
 from texera.lake.v1 import (
     execution_pb2,
     execution_service_pb2,
@@ -605,7 +605,7 @@ def test_a_broken_warehouse_does_not_hold_up_another(stack: Stack) -> None:
 
 
 def test_the_unit_is_registered_and_heartbeats(stack: Stack) -> None:
-    client = computing_unit(stack, "observer")
+    client = gateway_account(stack)
     units = client.call(
         client.ledger.ListComputingUnits,
         registry_service_pb2.ListComputingUnitsRequest(healthy_only=True),

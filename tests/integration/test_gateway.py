@@ -46,11 +46,14 @@ EX = execution_pb2
 def _through(
     stack: Stack, unit: UnitClient, target: str | None = None
 ) -> tuple[UnitClient, ResultClient]:
-    """Execution and result clients calling the gateway with unit's token."""
+    """Execution and result clients calling the gateway (or target) as unit's user."""
     channel = grpc.insecure_channel(target or stack.target("gateway"))
+    metadata = bearer(stack.token(unit.user_id))
     return (
-        UnitClient(execution_service_pb2_grpc.ExecutionServiceStub(channel), unit.metadata),
-        ResultClient(result_service_pb2_grpc.ResultServiceStub(channel), unit.metadata),
+        UnitClient(
+            execution_service_pb2_grpc.ExecutionServiceStub(channel), metadata, unit.user_id
+        ),
+        ResultClient(result_service_pb2_grpc.ResultServiceStub(channel), metadata),
     )
 
 
@@ -88,16 +91,19 @@ def test_a_whole_execution_through_the_gateway(stack: Stack) -> None:
 
 def test_errors_and_request_ids_pass_through(stack: Stack) -> None:
     grant = stack.provision_bucket("ids")
-    metadata = (*bearer(stack.token("ids-user")), ("x-request-id", "edge-request-1"))
+
+    def metadata(part: str) -> Any:
+        return (*bearer(stack.token_for(part, "ids-user")), ("x-request-id", "edge-request-1"))
+
     bad = create_request(grant, name="")
     error = refused(
         lambda: _warehouses(stack.target("gateway")).CreateWarehouse(
-            bad, metadata=metadata, timeout=60
+            bad, metadata=metadata("gateway"), timeout=60
         )
     )
     direct = refused(
         lambda: _warehouses(stack.target("warehouse-service")).CreateWarehouse(
-            bad, metadata=metadata, timeout=60
+            bad, metadata=metadata("warehouse-service"), timeout=60
         )
     )
     assert error.code() == direct.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -134,7 +140,7 @@ def test_the_callers_deadline_reaches_the_backend(stack: Stack) -> None:
         if w["name"] == f"texera-{warehouse_id}"
     )
     fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
-    metadata = (*direct.metadata, ("x-request-id", "edge-deadline-1"))
+    metadata = (*bearer(stack.token(direct.user_id)), ("x-request-id", "edge-deadline-1"))
     stub = result_service_pb2_grpc.ResultServiceStub(grpc.insecure_channel(stack.target("gateway")))
     requests.put(fault, json={"delay-seconds": 5}, timeout=10).raise_for_status()
     try:
@@ -263,7 +269,7 @@ def test_unknown_units_and_other_users_executions_are_not_found(stack: Stack) ->
     error = refused(lambda: unit.submit(warehouse_id, flow, computing_unit_id="cu-nowhere"))
     assert error.code() == grpc.StatusCode.NOT_FOUND
     mine = unit.finish(unit.submit(warehouse_id, flow).execution_id)
-    stranger = UnitClient(unit.stub, bearer(stack.token("stranger")))
+    stranger = UnitClient(unit.stub, bearer(stack.token("stranger")), "stranger")
     for call in (
         lambda: stranger.get(mine.execution_id),
         lambda: stranger.watch(mine.execution_id),

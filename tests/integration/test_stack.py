@@ -94,5 +94,5 @@ def test_service_logs_are_json_lines_with_the_service_name(stack: Stack) -> None
 def test_endpoints_file_describes_the_running_stack(stack: Stack) -> None:
     endpoints = json.loads((stack.state_dir / "stack.json").read_text())
     assert endpoints["grpc"]["gateway"] == stack.target("gateway")
-    assert endpoints["postgres"].startswith("postgresql://postgres@127.0.0.1:")
+    assert endpoints["postgres"].startswith("postgresql://postgres:***@127.0.0.1:")
     assert endpoints["s3"] == stack.s3.endpoint
