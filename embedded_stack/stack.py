@@ -218,6 +218,7 @@ class Stack:
             f"{ENV_PREFIX}DEV_CATALOG_PORT": str(self.ports.catalog),
             f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
             f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self._catalog_key,
+            **self._allowing_own_s3("DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS"),
         }
         process = ManagedProcess(
             "dev-catalog",
@@ -243,6 +244,12 @@ class Stack:
             if b"CatalogAlreadyBootstrapped" not in exc.read():  # a restarted catalog
                 raise ProcessFailed(f"bootstrapping the catalog failed: HTTP {exc.code}") from exc
 
+    def _allowing_own_s3(self, name: str) -> dict[str, str]:
+        """The allow-list setting `name` with the stack's own S3 endpoint added: it is on
+        loopback, which storage endpoints may not point at otherwise."""
+        variable = f"{ENV_PREFIX}{name}"
+        return {variable: ",".join(filter(None, (self._environ.get(variable), self.s3.endpoint)))}
+
     def _service_env(self) -> dict[str, str]:
         env = {
             **self._environ,
@@ -257,6 +264,7 @@ class Stack:
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
             f"{ENV_PREFIX}CU_ID": "cu-1",
+            **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
         }
         for spec in SERVICES:
             scope = spec.settings.scope

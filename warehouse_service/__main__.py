@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.db import Database
@@ -51,6 +52,7 @@ def build() -> ServiceProcess:
                     catalog,
                     settings.jwt_secret,
                     delete_wait_seconds=settings.delete_wait_seconds,
+                    endpoint_guard=EndpointGuard.from_setting(settings.allowed_storage_endpoints),
                 )
             ),
             ServiceBinding.of(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service_runtime.config import ServerSettings, setting
+from service_runtime.config import ENV_PREFIX, ConfigError, ServerSettings, setting
+from service_runtime.endpoint_guard import parse_allowed
 
 
 @dataclass(frozen=True, repr=False)
@@ -65,6 +66,13 @@ class WarehouseServiceSettings(ServerSettings):
         "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
         scoped=True,
     )
+    allowed_storage_endpoints: str = setting(
+        "ALLOWED_STORAGE_ENDPOINTS",
+        "",
+        "Storage endpoints (http(s)://host:port, comma separated) allowed although they "
+        "point at a loopback, private or otherwise internal address.",
+        scoped=True,
+    )
     catalog_project_id: str = setting(
         "CATALOG_PROJECT_ID",
         "00000000-0000-0000-0000-000000000000",
@@ -74,3 +82,7 @@ class WarehouseServiceSettings(ServerSettings):
     def validate(self) -> None:
         super().validate()
         self.require("database_url")
+        try:
+            parse_allowed(self.allowed_storage_endpoints)
+        except ValueError as exc:
+            raise ConfigError(f"{ENV_PREFIX}WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS: {exc}") from exc

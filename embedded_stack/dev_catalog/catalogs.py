@@ -17,9 +17,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine
 
 from embedded_stack.dev_catalog.crypto import CredentialCipher
+from embedded_stack.dev_catalog.errors import CatalogError
 from embedded_stack.dev_catalog.model import AccessKeyCredential
 from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role
 from embedded_stack.dev_catalog.store import WarehouseRecord
+from service_runtime.endpoint_guard import EndpointGuard
 
 
 class _SharedEngineSqlCatalog(SqlCatalog):
@@ -49,9 +51,14 @@ class WarehouseCatalogs:
     """Catalogs and vended credentials per warehouse, rebuilt when credentials rotate."""
 
     def __init__(
-        self, engine: Engine, cipher: CredentialCipher, credential_lifetime_seconds: int
+        self,
+        engine: Engine,
+        cipher: CredentialCipher,
+        credential_lifetime_seconds: int,
+        guard: EndpointGuard,
     ) -> None:
         self._engine = engine
+        self._guard = guard
         self._cipher = cipher
         self.credential_lifetime_seconds = credential_lifetime_seconds
         self._lock = threading.Lock()
@@ -63,6 +70,15 @@ class WarehouseCatalogs:
 
     def catalog(self, record: WarehouseRecord) -> SqlCatalog:
         key = (record.id, record.credential_version)
+        with self._lock:
+            catalog = self._catalogs.get(key)
+        if catalog is not None:
+            return catalog
+        # The FileIO (pyarrow) resolves the name itself: checked here, before it is made.
+        if record.profile.endpoint and (problem := self._guard.problem(record.profile.endpoint)):
+            raise CatalogError(
+                400, "StorageEndpointNotAllowed", f"the S3 endpoint is not allowed: {problem}"
+            )
         with self._lock:
             catalog = self._catalogs.get(key)
             if catalog is None:
@@ -80,7 +96,11 @@ class WarehouseCatalogs:
         if cached is not None and cached.fresh(self.credential_lifetime_seconds):
             return cached
         vended = assume_role(
-            record.profile, self.credential(record), location, self.credential_lifetime_seconds
+            record.profile,
+            self.credential(record),
+            self._guard,
+            location,
+            self.credential_lifetime_seconds,
         )
         with self._lock:
             self._vended[key] = vended
