@@ -84,7 +84,6 @@ class Ports:
     metrics: dict[str, int] = field(default_factory=dict)
     postgres: int = 0
     s3: int = 0
-    s3_backend: int = 0
     catalog: int = 0
 
     @classmethod
@@ -97,7 +96,6 @@ class Ports:
         ports = cls(
             postgres=pick(settings.postgres_port),
             s3=pick(settings.s3_port),
-            s3_backend=pick(settings.s3_backend_port),
             catalog=pick(DevCatalogSettings.from_env(environ).port),
         )
         for spec in SERVICES:
@@ -111,11 +109,7 @@ class Ports:
     def check_free(self, host: str, *, with_postgres: bool) -> None:
         named = [(f"{n} gRPC", p) for n, p in self.grpc.items()]
         named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
-        named += [
-            ("S3 endpoint", self.s3),
-            ("S3 backend", self.s3_backend),
-            ("catalog", self.catalog),
-        ]
+        named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
         if with_postgres:
             named.append(("PostgreSQL", self.postgres))
         busy = [f"{what} port {port}" for what, port in named if _port_in_use(host, port)]
@@ -163,7 +157,7 @@ class Stack:
         self.postgres = EmbeddedPostgres(
             self.state_dir / "postgres", host, self.ports.postgres, self.log_dir / "postgres.log"
         )
-        self.s3 = S3Endpoint(host, self.ports.s3, self.ports.s3_backend, self.log_dir)
+        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir)
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
