@@ -37,7 +37,8 @@ from xml.etree import ElementTree
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from embedded_stack.s3.moto_app import REQUEST_HANDLER, AdminKey, authenticated_moto
+from embedded_stack.s3.endpoint import AccessKey
+from embedded_stack.s3.moto_app import REQUEST_HANDLER, authenticated_moto
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -124,7 +125,7 @@ class Gate:
             del self._expiries[key]
 
 
-def _write_admin_key(path: Path, admin: AdminKey) -> None:
+def _write_admin_key(path: Path, admin: AccessKey) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as file:
         json.dump(

@@ -14,8 +14,6 @@ This is the one module that knows moto's server internals.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
 from xml.etree import ElementTree
 
 from moto.moto_server.werkzeug_app import (
@@ -24,6 +22,8 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.test import Client
+
+from embedded_stack.s3.endpoint import AccessKey
 
 #: Serves moto's requests (keeps header names with underscores, as S3 metadata needs).
 REQUEST_HANDLER = MotoRequestHandler
@@ -34,14 +34,6 @@ _BOOTSTRAP_AUTHORIZATION = (
     "AWS4-HMAC-SHA256 Credential=bootstrap/20240101/us-east-1/iam/aws4_request, "
     "SignedHeaders=host, Signature=0"
 )
-
-
-@dataclass(frozen=True)
-class AdminKey:
-    """The administrator's access key pair."""
-
-    access_key_id: str
-    secret_access_key: str = field(repr=False)
 
 
 def _iam(client: Client, action: str, **parameters: str) -> ElementTree.Element:
@@ -55,7 +47,7 @@ def _iam(client: Client, action: str, **parameters: str) -> ElementTree.Element:
     return ElementTree.fromstring(response.get_data())  # noqa: S314 - moto's own answer
 
 
-def _create_admin(client: Client) -> AdminKey:
+def _create_admin(client: Client) -> AccessKey:
     everything = {"Effect": "Allow", "Action": "*", "Resource": "*"}
     _iam(client, "CreateUser", UserName=ADMIN_USER)
     _iam(
@@ -70,7 +62,7 @@ def _create_admin(client: Client) -> AdminKey:
     secret = answer.findtext(f".//{_IAM_NAMESPACE}SecretAccessKey")
     if not key_id or not secret:
         raise RuntimeError("moto's IAM answered CreateAccessKey without a key")
-    return AdminKey(key_id, secret)
+    return AccessKey(key_id, secret)
 
 
 def _switch_authentication_on(client: Client) -> None:
@@ -82,7 +74,7 @@ def _switch_authentication_on(client: Client) -> None:
         raise RuntimeError("could not switch on moto's IAM authentication")
 
 
-def authenticated_moto() -> tuple[Any, AdminKey]:
+def authenticated_moto() -> tuple[DomainDispatcherApplication, AccessKey]:
     """moto's WSGI application with authentication on, and its administrator's key."""
     app = DomainDispatcherApplication(create_backend_app)
     client = Client(app)
