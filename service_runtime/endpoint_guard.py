@@ -182,6 +182,21 @@ class EndpointGuard:
         if not self.is_allowed(scheme, host, port):
             self.checked_addresses(host, port)
 
+    def pinned(self, endpoint: str) -> str:
+        """endpoint as a client that resolves names itself should be given it: checked, and
+        for plain http with the host replaced by a checked address, so that the client's own
+        lookup cannot land elsewhere (https keeps the name, which TLS verifies)."""
+        parts = urlsplit(endpoint)
+        scheme, host = parts.scheme.lower(), parts.hostname or ""
+        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+        if self.is_allowed(scheme, host, port):
+            return endpoint
+        address = self.checked_addresses(host, port)[0]
+        if scheme != "http":
+            return endpoint
+        shown = f"[{address}]" if address.version == 6 else str(address)
+        return f"http://{shown}:{port}"
+
     def problem(self, endpoint: str) -> str | None:
         """Why endpoint is refused, or None."""
         try:

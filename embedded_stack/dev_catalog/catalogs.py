@@ -17,9 +17,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine
 
 from embedded_stack.dev_catalog.crypto import CredentialCipher
-from embedded_stack.dev_catalog.errors import CatalogError
 from embedded_stack.dev_catalog.model import AccessKeyCredential
-from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role
+from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role, file_io_endpoint
 from embedded_stack.dev_catalog.store import WarehouseRecord
 from service_runtime.endpoint_guard import EndpointGuard
 
@@ -33,7 +32,9 @@ class _SharedEngineSqlCatalog(SqlCatalog):
         self._schema_version = "v1"
 
 
-def _file_io_properties(record: WarehouseRecord, credential: AccessKeyCredential) -> dict[str, str]:
+def _file_io_properties(
+    record: WarehouseRecord, credential: AccessKeyCredential, endpoint: str | None
+) -> dict[str, str]:
     profile = record.profile
     properties = {
         "warehouse": profile.location,
@@ -42,8 +43,8 @@ def _file_io_properties(record: WarehouseRecord, credential: AccessKeyCredential
         "s3.region": profile.region,
         "s3.force-virtual-addressing": str(not profile.path_style_access).lower(),
     }
-    if profile.endpoint:
-        properties["s3.endpoint"] = profile.endpoint
+    if endpoint:
+        properties["s3.endpoint"] = endpoint
     return properties
 
 
@@ -74,16 +75,12 @@ class WarehouseCatalogs:
             catalog = self._catalogs.get(key)
         if catalog is not None:
             return catalog
-        # The FileIO (pyarrow) resolves the name itself: checked here, before it is made.
-        if record.profile.endpoint and (problem := self._guard.problem(record.profile.endpoint)):
-            raise CatalogError(
-                400, "StorageEndpointNotAllowed", f"the S3 endpoint is not allowed: {problem}"
-            )
+        endpoint = file_io_endpoint(record.profile, self._guard)  # resolves: not under the lock
         with self._lock:
             catalog = self._catalogs.get(key)
             if catalog is None:
                 self._forget(record.id)
-                properties = _file_io_properties(record, self.credential(record))
+                properties = _file_io_properties(record, self.credential(record), endpoint)
                 catalog = _SharedEngineSqlCatalog(record.id, self._engine, **properties)
                 self._catalogs[key] = catalog
             return catalog

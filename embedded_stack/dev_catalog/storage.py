@@ -64,6 +64,25 @@ def _sts(profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGua
     return guarded(client, guard)
 
 
+def file_io_endpoint(profile: S3Profile, guard: EndpointGuard) -> str | None:
+    """The endpoint for the catalog's Iceberg FileIO (pyarrow, which resolves names itself):
+    checked, and pinned to a checked address where addressing allows (plain http, path style;
+    with virtual hosts, the bucket's own name is what gets resolved)."""
+    if not profile.endpoint:
+        return None
+    try:
+        if not profile.path_style_access:
+            guard.check(profile.endpoint)
+            return profile.endpoint
+        return guard.pinned(profile.endpoint)
+    except EndpointRefused as exc:
+        raise _not_allowed(exc) from exc
+
+
+def _not_allowed(exc: EndpointRefused) -> CatalogError:
+    return CatalogError(400, "StorageEndpointNotAllowed", f"the S3 endpoint is not allowed: {exc}")
+
+
 def storage_error(exc: Exception, profile: S3Profile, status: int = 400) -> CatalogError:
     """A catalog error that names what went wrong with the storage, never a secret.
 
@@ -71,9 +90,7 @@ def storage_error(exc: Exception, profile: S3Profile, status: int = 400) -> Cata
     port from a closed one."""
     refused = exc.kwargs.get("error") if isinstance(exc, HTTPClientError) else None
     if isinstance(refused, EndpointRefused):
-        return CatalogError(
-            400, "StorageEndpointNotAllowed", f"the S3 endpoint is not allowed: {refused}"
-        )
+        return _not_allowed(refused)
     if not isinstance(exc, ClientError):
         where = profile.endpoint or f"the AWS endpoint of region {profile.region}"
         return CatalogError(

@@ -11,7 +11,7 @@ import pytest
 
 from embedded_stack.dev_catalog.errors import CatalogError
 from embedded_stack.dev_catalog.model import AccessKeyCredential, S3Profile
-from embedded_stack.dev_catalog.storage import validate_access
+from embedded_stack.dev_catalog.storage import file_io_endpoint, validate_access
 from service_runtime.endpoint_guard import EndpointGuard
 
 KEY = AccessKeyCredential("AKIAEXAMPLEKEY", "not-a-real-secret")
@@ -116,3 +116,22 @@ def test_failures_read_the_same_whether_a_port_is_open_or_closed(answer: bytes |
     for endpoint, error in zip(endpoints, errors, strict=True):
         assert (error.status, error.error_type) == (400, "StorageEndpointUnreachable")
         assert error.message == f"cannot reach the S3 endpoint {endpoint}"
+
+
+def test_the_file_io_is_given_the_address_checked_now() -> None:
+    guard = EndpointGuard(resolver=_rebinding("93.184.215.14", "127.0.0.1"))
+    assert file_io_endpoint(_profile("http://s3.example.org:9000"), guard) == (
+        "http://93.184.215.14:9000"
+    )
+    with pytest.raises(CatalogError) as raised:  # the name now answers loopback
+        file_io_endpoint(_profile("http://s3.example.org:9000"), guard)
+    assert raised.value.error_type == "StorageEndpointNotAllowed"
+
+
+def test_the_file_io_keeps_names_that_tls_verifies_and_allowed_endpoints() -> None:
+    guard = EndpointGuard(
+        frozenset({"http://127.0.0.1:9000"}), resolver=lambda host, port: ["93.184.215.14"]
+    )
+    assert file_io_endpoint(_profile("https://s3.example.org"), guard) == "https://s3.example.org"
+    assert file_io_endpoint(_profile("http://127.0.0.1:9000"), guard) == "http://127.0.0.1:9000"
+    assert file_io_endpoint(_profile(""), guard) is None

@@ -159,3 +159,17 @@ def test_checked_addresses_resolve_once() -> None:
 def test_malformed_allow_list_entries_are_refused(value: str) -> None:
     with pytest.raises(ValueError, match="http"):
         parse_allowed(value)
+
+
+def test_pinned_endpoints_name_the_checked_address() -> None:
+    guard = _guard(
+        "http://127.0.0.1:9000", v6_example_org=["2606:2800:21f:cb07:6820:80da:af6b:8b2c"]
+    )
+    assert guard.pinned("http://s3.example.org") == f"http://{PUBLIC}:80"
+    assert guard.pinned("http://v6.example.org:9000") == (
+        "http://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:9000"
+    )
+    assert guard.pinned("https://s3.example.org") == "https://s3.example.org"
+    assert guard.pinned("http://127.0.0.1:9000") == "http://127.0.0.1:9000"
+    with pytest.raises(EndpointRefused):
+        guard.pinned("http://loopback.example.org")
