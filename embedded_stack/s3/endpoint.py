@@ -62,11 +62,11 @@ def _answering(url: str) -> bool:
         return False
 
 
-def _allow(actions: str | list[str], resources: list[str]) -> dict[str, Any]:
+def allow(actions: str | list[str], resources: list[str]) -> dict[str, Any]:
     return {"Effect": "Allow", "Action": actions, "Resource": resources}
 
 
-def _policy(*statements: dict[str, Any]) -> str:
+def policy(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
@@ -152,8 +152,8 @@ class S3Endpoint:
         iam.put_user_policy(
             UserName=user,
             PolicyName="own-bucket",
-            PolicyDocument=_policy(
-                _allow("s3:*", bucket_resources), _allow("sts:AssumeRole", [role_arn])
+            PolicyDocument=policy(
+                allow("s3:*", bucket_resources), allow("sts:AssumeRole", [role_arn])
             ),
         )
         iam.create_role(
@@ -174,7 +174,7 @@ class S3Endpoint:
         iam.put_role_policy(
             RoleName=role,
             PolicyName="own-bucket",
-            PolicyDocument=_policy(_allow("s3:*", bucket_resources)),
+            PolicyDocument=policy(allow("s3:*", bucket_resources)),
         )
         key = iam.create_access_key(UserName=user)["AccessKey"]
         return BucketGrant(

@@ -13,7 +13,6 @@ This is the one module that knows moto's server internals.
 
 from __future__ import annotations
 
-import json
 from xml.etree import ElementTree
 
 from moto.moto_server.werkzeug_app import (
@@ -23,7 +22,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.test import Client
 
-from embedded_stack.s3.endpoint import AccessKey
+from embedded_stack.s3.endpoint import AccessKey, allow, policy
 
 #: Serves moto's requests (keeps header names with underscores, as S3 metadata needs).
 REQUEST_HANDLER = MotoRequestHandler
@@ -48,14 +47,13 @@ def _iam(client: Client, action: str, **parameters: str) -> ElementTree.Element:
 
 
 def _create_admin(client: Client) -> AccessKey:
-    everything = {"Effect": "Allow", "Action": "*", "Resource": "*"}
     _iam(client, "CreateUser", UserName=ADMIN_USER)
     _iam(
         client,
         "PutUserPolicy",
         UserName=ADMIN_USER,
         PolicyName="everything",
-        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [everything]}),
+        PolicyDocument=policy(allow("*", ["*"])),
     )
     answer = _iam(client, "CreateAccessKey", UserName=ADMIN_USER)
     key_id = answer.findtext(f".//{_IAM_NAMESPACE}AccessKeyId")
