@@ -28,12 +28,6 @@ class StackSettings(Settings):
         "DATABASE", "texera_lake", "Database of the warehouse registry.", scoped=True
     )
     s3_port: int = setting("S3_PORT", 9000, "Port of the S3 endpoint.", scoped=True)
-    s3_backend_port: int = setting(
-        "S3_BACKEND_PORT",
-        9001,
-        "Internal port of moto, behind the S3 endpoint's gate.",
-        scoped=True,
-    )
     catalog_database: str = setting(
         "CATALOG_DATABASE",
         "texera_lake_catalog",

@@ -92,7 +92,6 @@ class Ports:
     metrics: dict[str, int] = field(default_factory=dict)
     postgres: int = 0
     s3: int = 0
-    s3_backend: int = 0
     catalog: int = 0
 
     @classmethod
@@ -105,7 +104,6 @@ class Ports:
         ports = cls(
             postgres=pick(settings.postgres_port),
             s3=pick(settings.s3_port),
-            s3_backend=pick(settings.s3_backend_port),
             catalog=pick(DevCatalogSettings.from_env(environ).port),
         )
         for spec in SERVICES:
@@ -119,11 +117,7 @@ class Ports:
     def check_free(self, host: str, *, with_postgres: bool) -> None:
         named = [(f"{n} gRPC", p) for n, p in self.grpc.items()]
         named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
-        named += [
-            ("S3 endpoint", self.s3),
-            ("S3 backend", self.s3_backend),
-            ("catalog", self.catalog),
-        ]
+        named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
         if with_postgres:
             named.append(("PostgreSQL", self.postgres))
         busy = [f"{what} port {port}" for what, port in named if _port_in_use(host, port)]
@@ -167,7 +161,7 @@ class Stack:
             self.log_dir / "postgres.log",
             self.secrets.database_password,
         )
-        self.s3 = S3Endpoint(host, self.ports.s3, self.ports.s3_backend, self.log_dir)
+        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir)
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
@@ -258,6 +252,7 @@ class Stack:
                     f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self.secrets.catalog_key,
                 },
             ),
+            **self._allowing_own_s3("DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS"),
         }
         process = ManagedProcess(
             "dev-catalog",
@@ -283,6 +278,12 @@ class Stack:
             if b"CatalogAlreadyBootstrapped" not in exc.read():  # a restarted catalog
                 raise ProcessFailed(f"bootstrapping the catalog failed: HTTP {exc.code}") from exc
 
+    def _allowing_own_s3(self, name: str) -> dict[str, str]:
+        """The allow-list setting `name` with the stack's own S3 endpoint added: it is on
+        loopback, which storage endpoints may not point at otherwise."""
+        variable = f"{ENV_PREFIX}{name}"
+        return {variable: ",".join(filter(None, (self._environ.get(variable), self.s3.endpoint)))}
+
     def _service_env(self) -> dict[str, str]:
         env = {
             **self._environ,
@@ -296,6 +297,7 @@ class Stack:
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
             f"{ENV_PREFIX}CU_ID": UNIT_ID,
+            **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
         }
         for spec in SERVICES:
             scope = spec.settings.scope

@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Settings of the test stack that differ from the embedded defaults.
 TEST_STACK_ENV = {
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
+    # A loopback port nothing listens on, so that tests can see an unreachable endpoint.
+    "TEXERA_LAKE_WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",
+    "TEXERA_LAKE_DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",
     # Leases lapse within seconds, so that tests can lose a computing unit quickly.
     "TEXERA_LAKE_WAREHOUSE_HEARTBEAT_INTERVAL_SECONDS": "1",
     "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "6",

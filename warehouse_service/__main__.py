@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from warehouse_service.catalog_client import CatalogClient
@@ -53,6 +54,7 @@ def build() -> ServiceProcess:
                     catalog,
                     settings.page_token_key,
                     delete_wait_seconds=settings.delete_wait_seconds,
+                    endpoint_guard=EndpointGuard.from_setting(settings.allowed_storage_endpoints),
                 )
             ),
             ServiceBinding.of(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service_runtime.config import ServerSettings, page_token_key_setting, setting
+from service_runtime.config import (
+    ENV_PREFIX,
+    ConfigError,
+    ServerSettings,
+    page_token_key_setting,
+    setting,
+)
+from service_runtime.endpoint_guard import parse_allowed
 
 
 @dataclass(frozen=True, repr=False)
@@ -74,6 +81,13 @@ class WarehouseServiceSettings(ServerSettings):
         "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
         scoped=True,
     )
+    allowed_storage_endpoints: str = setting(
+        "ALLOWED_STORAGE_ENDPOINTS",
+        "",
+        "Storage endpoints (http(s)://host:port, comma separated) allowed although they "
+        "point at a loopback, private or otherwise internal address.",
+        scoped=True,
+    )
     catalog_project_id: str = setting(
         "CATALOG_PROJECT_ID",
         "00000000-0000-0000-0000-000000000000",
@@ -86,3 +100,7 @@ class WarehouseServiceSettings(ServerSettings):
         self.require_secret_length("page_token_key")
         self.require("signing_key")
         self.require("registry_public_key")
+        try:
+            parse_allowed(self.allowed_storage_endpoints)
+        except ValueError as exc:
+            raise ConfigError(f"{ENV_PREFIX}WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS: {exc}") from exc

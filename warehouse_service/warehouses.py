@@ -22,6 +22,7 @@ import asyncpg
 import grpc
 
 from service_runtime.callers import require_user
+from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.errors import (
     FieldViolation,
     FieldViolations,
@@ -45,6 +46,9 @@ from warehouse_service.validation import (
 log = logging.getLogger("warehouse_service.warehouses")
 _ID_NAMESPACE = uuid.UUID("6b1b8f0e-4f7e-4a8e-9c1e-2f3d4c5b6a70")
 _OVERLAP = "CreateWarehouseStorageProfileOverlap"
+_ENDPOINT_FIELD = "warehouse.storage.endpoint"
+#: How long a storage endpoint's host name may take to resolve.
+_RESOLVE_SECONDS = 5.0
 #: Catalog error types of storage validation, and the request field each is about.
 _STORAGE_FIELDS = {
     "StorageCredentialInvalid": "credentials",
@@ -52,6 +56,7 @@ _STORAGE_FIELDS = {
     "StorageBucketNotFound": "warehouse.storage.bucket",
     "InvalidStorageProfile": "warehouse.storage",
     "InvalidStorageCredential": "credentials",
+    "StorageEndpointNotAllowed": _ENDPOINT_FIELD,
 }
 _UNFINISHED = ("QUEUED", "RUNNING")
 
@@ -137,8 +142,10 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         page_token_key: str,
         *,
         delete_wait_seconds: float = 60.0,
+        endpoint_guard: EndpointGuard | None = None,
     ) -> None:
         self._db = db
+        self._guard = endpoint_guard or EndpointGuard()
         self._catalog = catalog
         self._tokens = PageTokens(page_token_key, "warehouses")
         self._delete_wait = delete_wait_seconds
@@ -172,6 +179,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         check_credentials(violations, request)
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
+        await self._check_endpoint(request.warehouse.storage.endpoint)
 
         content = _fingerprint(request.warehouse)
         if request.request_id and (earlier := await self._created_by(owner, request.request_id)):
@@ -192,6 +200,21 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             extra={"warehouse_id": warehouse_id, "catalog_warehouse_id": catalog_id},
         )
         return warehouse_service_pb2.CreateWarehouseResponse(warehouse=records.warehouse(row))
+
+    async def _check_endpoint(self, endpoint: str) -> None:
+        """Refuses a storage endpoint that points inside the platform (names are resolved)."""
+        if not endpoint:  # AWS's endpoint of the region
+            return
+        try:
+            problem = await asyncio.wait_for(
+                asyncio.to_thread(self._guard.problem, endpoint), _RESOLVE_SECONDS
+            )
+        except TimeoutError:
+            problem = "its host name does not resolve in time"
+        if problem:
+            raise invalid_argument(
+                [FieldViolation(_ENDPOINT_FIELD, f"is not an allowed storage endpoint: {problem}")]
+            )
 
     async def _created_by(self, owner: str, request_id: str) -> asyncpg.Record | None:
         async with self._db.connection() as connection:
@@ -357,6 +380,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 "the warehouse is being deleted",
                 reason="WAREHOUSE_DELETED",
             )
+        await self._check_endpoint(row["endpoint"])
         request_id = request.request_id.lower() or str(uuid.uuid4())
         async with self._db.connection() as connection:
             done = await connection.fetchval(

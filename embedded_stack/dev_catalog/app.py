@@ -20,6 +20,7 @@ from embedded_stack.dev_catalog.rest import IcebergRestApi
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.dev_catalog.state import CatalogState, InjectedFailure
 from embedded_stack.dev_catalog.store import CatalogStore
+from service_runtime.endpoint_guard import EndpointGuard
 
 log = logging.getLogger("dev_catalog")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -73,11 +74,13 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
     store = CatalogStore(engine)
     store.ensure_schema()
     cipher = CredentialCipher(settings.encryption_key)
+    guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
     state = CatalogState(
         store=store,
-        catalogs=WarehouseCatalogs(engine, cipher, settings.credential_lifetime_seconds),
+        catalogs=WarehouseCatalogs(engine, cipher, settings.credential_lifetime_seconds, guard),
         cipher=cipher,
         faults=Faults(),
+        guard=guard,
     )
     app = web.Application(middlewares=[answer_errors], client_max_size=64 * 1024**2)
     app.router.add_get("/health", health)

@@ -18,8 +18,9 @@ from sqlalchemy import Engine
 
 from embedded_stack.dev_catalog.crypto import CredentialCipher
 from embedded_stack.dev_catalog.model import AccessKeyCredential
-from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role
+from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role, file_io_endpoint
 from embedded_stack.dev_catalog.store import WarehouseRecord
+from service_runtime.endpoint_guard import EndpointGuard
 
 
 class _SharedEngineSqlCatalog(SqlCatalog):
@@ -31,7 +32,9 @@ class _SharedEngineSqlCatalog(SqlCatalog):
         self._schema_version = "v1"
 
 
-def _file_io_properties(record: WarehouseRecord, credential: AccessKeyCredential) -> dict[str, str]:
+def _file_io_properties(
+    record: WarehouseRecord, credential: AccessKeyCredential, endpoint: str | None
+) -> dict[str, str]:
     profile = record.profile
     properties = {
         "warehouse": profile.location,
@@ -40,8 +43,8 @@ def _file_io_properties(record: WarehouseRecord, credential: AccessKeyCredential
         "s3.region": profile.region,
         "s3.force-virtual-addressing": str(not profile.path_style_access).lower(),
     }
-    if profile.endpoint:
-        properties["s3.endpoint"] = profile.endpoint
+    if endpoint:
+        properties["s3.endpoint"] = endpoint
     return properties
 
 
@@ -49,9 +52,14 @@ class WarehouseCatalogs:
     """Catalogs and vended credentials per warehouse, rebuilt when credentials rotate."""
 
     def __init__(
-        self, engine: Engine, cipher: CredentialCipher, credential_lifetime_seconds: int
+        self,
+        engine: Engine,
+        cipher: CredentialCipher,
+        credential_lifetime_seconds: int,
+        guard: EndpointGuard,
     ) -> None:
         self._engine = engine
+        self._guard = guard
         self._cipher = cipher
         self.credential_lifetime_seconds = credential_lifetime_seconds
         self._lock = threading.Lock()
@@ -65,9 +73,14 @@ class WarehouseCatalogs:
         key = (record.id, record.credential_version)
         with self._lock:
             catalog = self._catalogs.get(key)
+        if catalog is not None:
+            return catalog
+        endpoint = file_io_endpoint(record.profile, self._guard)  # resolves: not under the lock
+        with self._lock:
+            catalog = self._catalogs.get(key)
             if catalog is None:
                 self._forget(record.id)
-                properties = _file_io_properties(record, self.credential(record))
+                properties = _file_io_properties(record, self.credential(record), endpoint)
                 catalog = _SharedEngineSqlCatalog(record.id, self._engine, **properties)
                 self._catalogs[key] = catalog
             return catalog
@@ -80,7 +93,11 @@ class WarehouseCatalogs:
         if cached is not None and cached.fresh(self.credential_lifetime_seconds):
             return cached
         vended = assume_role(
-            record.profile, self.credential(record), location, self.credential_lifetime_seconds
+            record.profile,
+            self.credential(record),
+            self._guard,
+            location,
+            self.credential_lifetime_seconds,
         )
         with self._lock:
             self._vended[key] = vended

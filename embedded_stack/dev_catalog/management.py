@@ -48,7 +48,7 @@ class ManagementApi:
         name = check_warehouse_name(body.get("warehouse-name"))
         profile = S3Profile.from_json(body.get("storage-profile"))
         credential = self._credential(body.get("storage-credential"))
-        await self.state.run(validate_access, profile, credential)
+        await self.state.run(validate_access, profile, credential, self.state.guard)
         sealed = self.state.cipher.seal(credential.to_record())
         record = await self.state.run(self.state.store.create, project, name, profile, sealed)
         return web.json_response(record.to_json(), status=201)
@@ -83,7 +83,7 @@ class ManagementApi:
     async def update_storage_credential(self, request: web.Request) -> web.Response:
         record = await self.state.warehouse(request.match_info["warehouse_id"])
         credential = self._credential((await json_body(request)).get("new-storage-credential"))
-        await self.state.run(validate_access, record.profile, credential)
+        await self.state.run(validate_access, record.profile, credential, self.state.guard)
         sealed = self.state.cipher.seal(credential.to_record())
         updated = await self.state.run(self.state.store.replace_credential, record.id, sealed)
         self.state.catalogs.forget(record.id)

@@ -288,7 +288,9 @@ class IcebergRestApi:
             await self._call(record, lambda c: c.purge_table(identifier))
             # Files written but never committed are not in the metadata; remove them too.
             credential = self.state.catalogs.credential(record)
-            await self.state.run(delete_prefix, record.profile, credential, table.location())
+            await self.state.run(
+                delete_prefix, record.profile, credential, self.state.guard, table.location()
+            )
         else:
             await self._call(record, lambda c: c.drop_table(identifier))
         return web.Response(status=204)

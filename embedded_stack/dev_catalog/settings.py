@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from service_runtime.config import ConfigError, Settings, setting
+from service_runtime.endpoint_guard import parse_allowed
 
 
 @dataclass(frozen=True, repr=False)
@@ -29,6 +30,13 @@ class DevCatalogSettings(Settings):
     credential_lifetime_seconds: int = setting(
         "CREDENTIAL_LIFETIME_SECONDS", 3600, "Lifetime of vended storage credentials.", scoped=True
     )
+    allowed_storage_endpoints: str = setting(
+        "ALLOWED_STORAGE_ENDPOINTS",
+        "",
+        "Storage endpoints (http(s)://host:port, comma separated) the catalog may connect to "
+        "although they point at a loopback, private or otherwise internal address.",
+        scoped=True,
+    )
     fault_injection: bool = setting(
         "FAULT_INJECTION",
         False,
@@ -43,6 +51,10 @@ class DevCatalogSettings(Settings):
             raise ConfigError(
                 "TEXERA_LAKE_DEV_CATALOG_ENCRYPTION_KEY must be at least 16 characters"
             )
+        try:
+            parse_allowed(self.allowed_storage_endpoints)
+        except ValueError as exc:
+            raise ConfigError(f"TEXERA_LAKE_DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS: {exc}") from exc
         if self.credential_lifetime_seconds < 1:
             raise ConfigError(
                 "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS must be at least 1"

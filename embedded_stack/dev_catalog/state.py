@@ -19,6 +19,7 @@ from embedded_stack.dev_catalog.store import (
     WarehouseRecord,
     check_project,
 )
+from service_runtime.endpoint_guard import EndpointGuard
 
 T = TypeVar("T")
 
@@ -37,6 +38,7 @@ class CatalogState:
     catalogs: WarehouseCatalogs
     cipher: CredentialCipher
     faults: Faults
+    guard: EndpointGuard
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """Runs blocking work (database, storage) off the event loop."""

@@ -1,6 +1,7 @@
 """What the catalog does with a warehouse's storage: check access, and vend credentials.
 
-Both run with the warehouse's long-lived access key, never returned to anyone.
+Both run with the warehouse's long-lived access key, never returned to anyone,
+and connect only to addresses the endpoint guard accepts when they connect.
 Validation writes, reads back and deletes a probe object under the warehouse's
 location, as Lakekeeper does. Vending assumes the profile's role through STS
 for a short-lived key scoped (by a session policy) to one table's location.
@@ -16,10 +17,12 @@ from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 
 from embedded_stack.dev_catalog.errors import CatalogError
+from embedded_stack.dev_catalog.guarded_http import guarded
 from embedded_stack.dev_catalog.model import AccessKeyCredential, S3Profile
+from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -31,7 +34,7 @@ _PROBE_BODY = b"texera-lake storage validation probe"
 
 def _config(profile: S3Profile) -> Config:
     return Config(
-        connect_timeout=3,
+        connect_timeout=2,  # short: how long a failure takes says little about the address
         read_timeout=15,
         retries={"max_attempts": 1},
         # STS's own minimum lifetime (900 s) is not enforced here, so that
@@ -49,58 +52,81 @@ def _session(profile: S3Profile, credential: AccessKeyCredential) -> boto3.sessi
     )
 
 
-def _s3(profile: S3Profile, credential: AccessKeyCredential) -> S3Client:
+def _s3(profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard) -> S3Client:
     session = _session(profile, credential)
-    return session.client("s3", endpoint_url=profile.endpoint, config=_config(profile))
+    client = session.client("s3", endpoint_url=profile.endpoint, config=_config(profile))
+    return guarded(client, guard)
 
 
-def _sts(profile: S3Profile, credential: AccessKeyCredential) -> STSClient:
+def _sts(profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard) -> STSClient:
     session = _session(profile, credential)
-    return session.client("sts", endpoint_url=profile.endpoint, config=_config(profile))
+    client = session.client("sts", endpoint_url=profile.endpoint, config=_config(profile))
+    return guarded(client, guard)
+
+
+def file_io_endpoint(profile: S3Profile, guard: EndpointGuard) -> str | None:
+    """The endpoint for the catalog's Iceberg FileIO (pyarrow, which resolves names itself):
+    checked, and pinned to a checked address where addressing allows (plain http, path style;
+    with virtual hosts, the bucket's own name is what gets resolved)."""
+    if not profile.endpoint:
+        return None
+    try:
+        if not profile.path_style_access:
+            guard.check(profile.endpoint)
+            return profile.endpoint
+        return guard.pinned(profile.endpoint)
+    except EndpointRefused as exc:
+        raise _not_allowed(exc) from exc
+
+
+def _not_allowed(exc: EndpointRefused) -> CatalogError:
+    return CatalogError(400, "StorageEndpointNotAllowed", f"the S3 endpoint is not allowed: {exc}")
 
 
 def storage_error(exc: Exception, profile: S3Profile, status: int = 400) -> CatalogError:
-    """A catalog error that names what went wrong with the storage, never a secret."""
-    if isinstance(exc, EndpointConnectionError) or (
-        isinstance(exc, BotoCoreError) and "connect" in type(exc).__name__.lower()
-    ):
+    """A catalog error that names what went wrong with the storage, never a secret.
+
+    Every failure below HTTP reads the same, so that errors do not tell an open
+    port from a closed one."""
+    refused = exc.kwargs.get("error") if isinstance(exc, HTTPClientError) else None
+    if isinstance(refused, EndpointRefused):
+        return _not_allowed(refused)
+    if not isinstance(exc, ClientError):
         where = profile.endpoint or f"the AWS endpoint of region {profile.region}"
         return CatalogError(
             status, "StorageEndpointUnreachable", f"cannot reach the S3 endpoint {where}"
         )
-    if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        reasons = {
-            "NoSuchBucket": ("StorageBucketNotFound", f"bucket {profile.bucket} does not exist"),
-            "InvalidAccessKeyId": (
-                "StorageCredentialInvalid",
-                "the access key id is not known to the storage",
-            ),
-            "InvalidClientTokenId": (
-                "StorageCredentialInvalid",
-                "the access key id is not known to the storage",
-            ),
-            "SignatureDoesNotMatch": (
-                "StorageCredentialInvalid",
-                "the secret access key does not match the access key id",
-            ),
-            "AccessDenied": (
-                "StorageAccessDenied",
-                f"the credentials may not write, read and delete under {profile.location}",
-            ),
-        }
-        error_type, message = reasons.get(
-            code, ("StorageValidationFailed", f"the storage answered {code}")
-        )
-        return CatalogError(status, error_type, message)
-    return CatalogError(
-        status, "StorageValidationFailed", f"storage access failed: {type(exc).__name__}"
+    code = exc.response.get("Error", {}).get("Code", "")
+    reasons = {
+        "NoSuchBucket": ("StorageBucketNotFound", f"bucket {profile.bucket} does not exist"),
+        "InvalidAccessKeyId": (
+            "StorageCredentialInvalid",
+            "the access key id is not known to the storage",
+        ),
+        "InvalidClientTokenId": (
+            "StorageCredentialInvalid",
+            "the access key id is not known to the storage",
+        ),
+        "SignatureDoesNotMatch": (
+            "StorageCredentialInvalid",
+            "the secret access key does not match the access key id",
+        ),
+        "AccessDenied": (
+            "StorageAccessDenied",
+            f"the credentials may not write, read and delete under {profile.location}",
+        ),
+    }
+    error_type, message = reasons.get(
+        code, ("StorageValidationFailed", f"the storage answered {code}")
     )
+    return CatalogError(status, error_type, message)
 
 
-def validate_access(profile: S3Profile, credential: AccessKeyCredential) -> None:
+def validate_access(
+    profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard
+) -> None:
     """Writes, reads back and deletes a probe object; raises CatalogError naming the problem."""
-    s3 = _s3(profile, credential)
+    s3 = _s3(profile, credential, guard)
     key = "/".join(p for p in (profile.key_prefix, f".validation-probe-{uuid.uuid4().hex}") if p)
     try:
         s3.put_object(Bucket=profile.bucket, Key=key, Body=_PROBE_BODY)
@@ -115,7 +141,7 @@ def validate_access(profile: S3Profile, credential: AccessKeyCredential) -> None
             "the probe object read back differs from what was written",
         )
     if profile.sts_enabled:
-        assume_role(profile, credential, profile.location, lifetime_seconds=900)
+        assume_role(profile, credential, guard, profile.location, lifetime_seconds=900)
 
 
 @dataclass(frozen=True)
@@ -171,7 +197,11 @@ def _session_policy(profile: S3Profile, location: str) -> str:
 
 
 def assume_role(
-    profile: S3Profile, credential: AccessKeyCredential, location: str, lifetime_seconds: int
+    profile: S3Profile,
+    credential: AccessKeyCredential,
+    guard: EndpointGuard,
+    location: str,
+    lifetime_seconds: int,
 ) -> VendedCredentials:
     """Short-lived credentials for location, through STS AssumeRole on the profile's role."""
     if not profile.sts_role_arn:
@@ -181,7 +211,7 @@ def assume_role(
             "storage-profile.sts-role-arn is required with sts-enabled: this catalog vends "
             "credentials by assuming that role",
         )
-    sts = _sts(profile, credential)
+    sts = _sts(profile, credential, guard)
     try:
         answer = sts.assume_role(
             RoleArn=profile.sts_role_arn,
@@ -199,9 +229,11 @@ def assume_role(
     )
 
 
-def delete_prefix(profile: S3Profile, credential: AccessKeyCredential, location: str) -> int:
+def delete_prefix(
+    profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard, location: str
+) -> int:
     """Deletes every object under location; returns how many."""
-    s3 = _s3(profile, credential)
+    s3 = _s3(profile, credential, guard)
     prefix = location.removeprefix(f"s3://{profile.bucket}").strip("/") + "/"
     deleted = 0
     try:

@@ -1,11 +1,11 @@
-"""The S3 endpoint of the embedded stack: moto behind the gate, with IAM authentication on.
+"""The S3 endpoint of the embedded stack: moto with IAM authentication on, behind the gate.
 
-moto runs on an internal loopback port. The stack creates an administrator
-through moto's IAM while authentication is still off, then switches it on:
-from then on every request needs a valid signature by a known access key and
-is checked against that key's IAM policies, as on S3 or MinIO. The gate
-(embedded_stack.s3.gate) listens on the public port and adds the expiry check
-for temporary credentials.
+One process (embedded_stack.s3.gate) runs moto inside the gate, on one port:
+moto has no port of its own. Before it listens, that process creates the
+administrator whose key the stack uses to provision buckets, and switches
+authentication on: from then on every request needs a valid signature by a
+known access key and is checked against that key's IAM policies, as on S3 or
+MinIO.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -61,21 +62,20 @@ def _answering(url: str) -> bool:
         return False
 
 
-def _allow(actions: str | list[str], resources: list[str]) -> dict[str, Any]:
+def allow(actions: str | list[str], resources: list[str]) -> dict[str, Any]:
     return {"Effect": "Allow", "Action": actions, "Resource": resources}
 
 
-def _policy(*statements: dict[str, Any]) -> str:
+def policy(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
 class S3Endpoint:
-    """moto on backend_port behind the gate on port, both on host."""
+    """moto behind its gate on host:port."""
 
-    def __init__(self, host: str, port: int, backend_port: int, log_dir: Path) -> None:
+    def __init__(self, host: str, port: int, log_dir: Path) -> None:
         self.host = host
         self.port = port
-        self.backend_port = backend_port
         self.log_dir = log_dir
         self.admin: AccessKey | None = None
 
@@ -83,19 +83,15 @@ class S3Endpoint:
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def _backend(self) -> str:
-        return f"http://{self.host}:{self.backend_port}"
-
     def start(self, timeout: float = 60.0) -> list[ManagedProcess]:
-        moto = ManagedProcess(
-            "s3-backend",
-            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.backend_port)],
-            self.log_dir / "s3-backend.log",
-        )
-        wait_until(lambda: _answering(f"{self._backend}/moto-api/"), moto, timeout, "moto")
-        self.admin = self._create_admin()
-        self._switch_authentication_on()
+        with tempfile.TemporaryDirectory() as private:  # mode 0700
+            admin_key_file = Path(private) / "admin-key"
+            gate = self._start_gate(admin_key_file, timeout)
+            key = json.loads(admin_key_file.read_text())
+        self.admin = AccessKey(key["access_key_id"], key["secret_access_key"])
+        return [gate]
+
+    def _start_gate(self, admin_key_file: Path, timeout: float) -> ManagedProcess:
         gate = ManagedProcess(
             "s3",
             [
@@ -104,41 +100,19 @@ class S3Endpoint:
                 "embedded_stack.s3.gate",
                 "--listen",
                 f"{self.host}:{self.port}",
-                "--backend",
-                self._backend,
+                "--admin-key-file",
+                str(admin_key_file),
             ],
             self.log_dir / "s3.log",
         )
-        wait_until(lambda: _answering(self.endpoint), gate, timeout, "the S3 gate")
-        return [moto, gate]
+        wait_until(lambda: _answering(self.endpoint), gate, timeout, "the S3 endpoint")
+        return gate
 
-    def _create_admin(self) -> AccessKey:
-        """Creates the administrator while moto still accepts unsigned calls."""
-        iam = self._iam(AccessKey("bootstrap", "bootstrap"), self._backend)
-        iam.create_user(UserName="stack-admin")
-        iam.put_user_policy(
-            UserName="stack-admin",
-            PolicyName="everything",
-            PolicyDocument=_policy(_allow("*", ["*"])),
-        )
-        key = iam.create_access_key(UserName="stack-admin")["AccessKey"]
-        return AccessKey(key["AccessKeyId"], key["SecretAccessKey"])
-
-    def _switch_authentication_on(self) -> None:
-        url = f"{self._backend}/moto-api/reset-auth"
-        # Not form-encoded: moto reads the count from the raw body.
-        request = urllib.request.Request(  # noqa: S310 - loopback
-            url, data=b"0", method="POST", headers={"Content-Type": "text/plain"}
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback http
-            if response.status != 200:
-                raise ProcessFailed("could not switch on moto's IAM authentication")
-
-    def _iam(self, key: AccessKey | None = None, endpoint: str | None = None) -> IAMClient:
-        key = key or self._require_admin()
+    def _iam(self) -> IAMClient:
+        key = self._require_admin()
         return boto3.client(
             "iam",
-            endpoint_url=endpoint or self.endpoint,
+            endpoint_url=self.endpoint,
             region_name=REGION,
             aws_access_key_id=key.access_key_id,
             aws_secret_access_key=key.secret_access_key,
@@ -178,8 +152,8 @@ class S3Endpoint:
         iam.put_user_policy(
             UserName=user,
             PolicyName="own-bucket",
-            PolicyDocument=_policy(
-                _allow("s3:*", bucket_resources), _allow("sts:AssumeRole", [role_arn])
+            PolicyDocument=policy(
+                allow("s3:*", bucket_resources), allow("sts:AssumeRole", [role_arn])
             ),
         )
         iam.create_role(
@@ -200,7 +174,7 @@ class S3Endpoint:
         iam.put_role_policy(
             RoleName=role,
             PolicyName="own-bucket",
-            PolicyDocument=_policy(_allow("s3:*", bucket_resources)),
+            PolicyDocument=policy(allow("s3:*", bucket_resources)),
         )
         key = iam.create_access_key(UserName=user)["AccessKey"]
         return BucketGrant(

@@ -152,8 +152,16 @@ def test_racing_writers_lose_no_row(stack: Stack, warehouse: str) -> None:
         ),
         ({"bucket": "no-such-bucket-x1"}, "StorageAccessDenied", "no-such-bucket-x1"),
         ({"endpoint": "http://127.0.0.1:9"}, "StorageEndpointUnreachable", "127.0.0.1:9"),
+        ({"endpoint": "http://127.0.0.1:10"}, "StorageEndpointNotAllowed", "loopback"),
+        ({"endpoint": "http://[::ffff:7f00:1]:9"}, "StorageEndpointNotAllowed", "loopback"),
     ],
-    ids=["wrong secret", "bucket not granted", "unreachable endpoint"],
+    ids=[
+        "wrong secret",
+        "bucket not granted",
+        "unreachable endpoint",
+        "loopback endpoint",
+        "mapped loopback endpoint",
+    ],
 )
 def test_create_warehouse_validates_storage(
     stack: Stack, grant: BucketGrant, change: dict[str, str], error_type: str, named: str

@@ -101,7 +101,7 @@ def test_the_run_command_runs_the_example_and_ctrl_c_stops_everything(tmp_path: 
         names = " ".join(_command_line(child) for child in descendants)
         for part in (
             "postgres",
-            "moto.server",
+            "embedded_stack.s3.gate",
             "gateway",
             "warehouse_service",
             "cu_service",

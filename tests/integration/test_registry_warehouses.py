@@ -23,7 +23,12 @@ from tests.integration.mesh import (
     refused,
     user,
 )
-from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
+from texera.lake.v1 import (
+    registry_service_pb2_grpc,
+    warehouse_pb2,
+    warehouse_service_pb2,
+    warehouse_service_pb2_grpc,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -240,6 +245,76 @@ def test_storage_the_catalog_refuses_leaves_no_row(
         assert bad_fields(error) == fields
     assert "not-the-secret" not in (error.details() or "")
     assert not alice.call(alice.warehouses.ListWarehouses, ws.ListWarehousesRequest()).warehouses
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:9000",
+        "http://localhost.:9000",
+        "http://2130706433:9000",
+        "http://0177.0.0.1:9000",
+        "http://0x7f.0.0.1:9000",
+        "http://[::1]:9000",
+        "http://[::ffff:127.0.0.1]:9000",
+        "http://0.0.0.0:9000",
+        "http://10.1.2.3:9000",
+        "http://100.64.0.1:9000",
+        "http://169.254.169.254",
+        "http://[fd00:ec2::254]",
+        "http://metadata.google.internal",
+    ],
+)
+def test_endpoints_inside_the_platform_are_refused(
+    alice: RegistryClient, grant: BucketGrant, endpoint: str
+) -> None:
+    request = create_request(grant)
+    request.warehouse.storage.endpoint = endpoint
+    error = refused(lambda: alice.call(alice.warehouses.CreateWarehouse, request))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == {"warehouse.storage.endpoint"}
+    assert not alice.call(alice.warehouses.ListWarehouses, ws.ListWarehousesRequest()).warehouses
+
+
+def test_only_the_allowed_spelling_of_an_internal_endpoint_passes(
+    alice: RegistryClient, stack: Stack
+) -> None:
+    grant = stack.provision_bucket("spelling")  # its endpoint is allowed: http://127.0.0.1:<port>
+    request = create_request(grant)
+    request.warehouse.storage.endpoint = f"http://localhost:{stack.ports.s3}"
+    error = refused(lambda: alice.call(alice.warehouses.CreateWarehouse, request))
+    assert bad_fields(error) == {"warehouse.storage.endpoint"}
+    assert create_warehouse(alice, grant).storage.endpoint == grant.endpoint
+
+
+def test_rotation_rechecks_the_stored_endpoint(alice: RegistryClient, stack: Stack) -> None:
+    grant = stack.provision_bucket("recheck")
+    warehouse = create_warehouse(alice, grant)
+    # A registry whose operator no longer allows the stack's own (loopback) endpoint.
+    target = stack.start_part(
+        "strict-registry",
+        "warehouse_service",
+        {"TEXERA_LAKE_WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS": ""},
+    )
+    channel = grpc.insecure_channel(target)
+    strict = RegistryClient(
+        alice.stack,
+        alice.subject,
+        warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
+        registry_service_pb2_grpc.RegistryServiceStub(channel),
+        alice.metadata,
+    )
+    rotate = ws.RotateWarehouseCredentialsRequest(
+        warehouse_id=warehouse.warehouse_id, credentials=credentials(grant)
+    )
+    error = refused(lambda: strict.call(strict.warehouses.RotateWarehouseCredentials, rotate))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == {"warehouse.storage.endpoint"}
+    got = alice.call(
+        alice.warehouses.GetWarehouse, ws.GetWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    )
+    assert got.warehouse.credential_version == 1
+    channel.close()
 
 
 def test_overlapping_storage_is_already_exists(alice: RegistryClient, grant: BucketGrant) -> None:

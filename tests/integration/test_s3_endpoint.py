@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -9,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
+import psutil
 import pyarrow as pa
 import pytest
 import requests
@@ -16,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from embedded_stack.s3.endpoint import REGION, BucketGrant
-from embedded_stack.stack import Stack
+from embedded_stack.stack import ENDPOINTS_FILE, Stack
 from lake_client.executions import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
 from tests.integration.executions import udf, unit_as, workflow
@@ -90,6 +94,50 @@ def test_the_emulators_admin_api_is_not_reachable(grant: BucketGrant) -> None:
     # Authentication is still on.
     anonymous = requests.put(f"{grant.endpoint}/{grant.bucket}/x", data=b"x", timeout=10)
     assert anonymous.status_code == 403
+
+
+def _stack_ports(stack: Stack) -> set[int]:
+    """Every port in the stack's endpoints and Ports, and every port its processes listen on."""
+    endpoints = (stack.state_dir / ENDPOINTS_FILE).read_text()
+    ports = {int(p) for p in re.findall(rf"{re.escape(stack.settings.host)}:(\d+)", endpoints)}
+    ports |= {p for p in (stack.ports.postgres, stack.ports.s3, stack.ports.catalog) if p}
+    ports |= {p for p in (*stack.ports.grpc.values(), *stack.ports.metrics.values()) if p}
+    for process in psutil.Process(os.getpid()).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            ports |= {
+                c.laddr.port
+                for c in process.net_connections(kind="tcp")
+                if c.status == psutil.CONN_LISTEN
+            }
+    return ports - {0}
+
+
+def _from_motos_admin_api(answer: requests.Response, bucket: str) -> bool:
+    """Whether an answer is one of moto's admin API (its dashboard, its state, a reset done).
+    Other servers may answer 200 to any path (a metrics endpoint does)."""
+    text = answer.text
+    return answer.ok and ("moto" in text.lower() or bucket in text or '"status": "ok"' in text)
+
+
+def test_no_port_of_the_stack_serves_the_emulators_admin_api(
+    stack: Stack, grant: BucketGrant
+) -> None:
+    ports = _stack_ports(stack)
+    assert {stack.ports.s3, stack.ports.catalog, stack.ports.postgres} <= ports
+    assert len(ports) >= 10
+    for port in ports:
+        for method, path in (
+            ("GET", "/moto-api/"),
+            ("GET", "/moto-api/data.json"),
+            ("POST", "/moto-api/reset"),
+        ):
+            try:
+                answer = requests.request(method, f"http://127.0.0.1:{port}{path}", timeout=(2, 5))
+            except requests.RequestException:
+                continue  # not HTTP, or no answer: not moto's API either
+            assert not _from_motos_admin_api(answer, grant.bucket), (port, path)
+    # Nothing was reset: the bucket is still there.
+    stack.s3.admin_s3().head_bucket(Bucket=grant.bucket)
 
 
 def test_expired_temporary_credentials_are_refused(grant: BucketGrant) -> None:

@@ -1,0 +1,63 @@
+"""The S3 gate around moto, called as a WSGI application: what it lets through to moto."""
+
+from __future__ import annotations
+
+import pytest
+from werkzeug.test import Client, TestResponse
+
+from embedded_stack.s3.endpoint import AccessKey
+from embedded_stack.s3.gate import Gate
+from embedded_stack.s3.moto_app import authenticated_moto
+
+#: A SigV4 header with a key moto does not know; the gate only reads who signed it.
+UNKNOWN_KEY = (
+    "AWS4-HMAC-SHA256 Credential=AKIAUNKNOWNKEY000000/20240101/us-east-1/s3/aws4_request, "
+    "SignedHeaders=host, Signature=00"
+)
+
+
+@pytest.fixture(scope="module")
+def moto() -> tuple[Client, AccessKey]:
+    app, admin = authenticated_moto()
+    return Client(Gate(app)), admin
+
+
+def _code(answer: TestResponse) -> str:
+    return answer.get_data(as_text=True).split("<Code>")[1].split("</Code>")[0]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/moto-api/"),
+        ("GET", "/moto-api/data.json"),
+        ("POST", "/moto-api/reset"),
+        ("POST", "/moto-api/reset-auth"),
+        ("GET", "/moto-api/%64ata.json"),
+    ],
+)
+def test_the_admin_api_is_refused_even_when_signed(
+    moto: tuple[Client, AccessKey], method: str, path: str
+) -> None:
+    client, _ = moto
+    for headers in ({}, {"Authorization": UNKNOWN_KEY}):
+        answer = client.open(path, method=method, headers=headers)
+        assert answer.status_code == 403
+        assert _code(answer) == "AccessDenied"
+
+
+def test_unsigned_requests_are_refused(moto: tuple[Client, AccessKey]) -> None:
+    client, _ = moto
+    answer = client.put("/some-bucket/key", data=b"x")
+    assert answer.status_code == 403
+    assert _code(answer) == "AccessDenied"
+
+
+def test_signed_requests_reach_moto_with_authentication_on(
+    moto: tuple[Client, AccessKey],
+) -> None:
+    client, admin = moto
+    assert admin.access_key_id
+    answer = client.get("/", headers={"Authorization": UNKNOWN_KEY})
+    assert answer.status_code == 403
+    assert _code(answer) == "InvalidAccessKeyId"  # moto's own answer: it checks keys
