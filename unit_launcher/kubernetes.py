@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from service_runtime.config import ConfigError
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.pod_manifests import (
@@ -74,12 +75,22 @@ class KubernetesLauncher(Launcher):
 
     @classmethod
     def from_settings(cls, settings: KubernetesLauncherSettings) -> KubernetesLauncher:
-        """A launcher with the Pod's service account inside a cluster, else the kubeconfig."""
+        """A launcher with the Pod's service account, or the kubeconfig the settings name."""
         configuration = client.Configuration()
         try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)
+            if settings.kubeconfig:
+                config.load_kube_config(
+                    config_file=settings.kubeconfig,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+        except (config.ConfigException, OSError) as exc:
+            where = settings.kubeconfig or "empty, and no service account is mounted"
+            raise ConfigError(
+                f"{settings.variable('kubeconfig')} ({where}): no Kubernetes API to use: {exc}"
+            ) from None
         return cls(settings, client.ApiClient(configuration))
 
     async def launch(self, spec: UnitSpec) -> UnitStatus:

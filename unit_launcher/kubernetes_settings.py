@@ -64,6 +64,13 @@ def port_list(text: str) -> list[int]:
 @dataclass(frozen=True, repr=False)
 class KubernetesLauncherSettings(Settings):
     scope = "WAREHOUSE"
+    kubeconfig: str = setting(
+        "K8S_KUBECONFIG",
+        "",
+        "Kubeconfig file of a registry outside the cluster; empty means the registry's Pod's "
+        "service account.",
+        scoped=True,
+    )
     namespace: str = setting(
         "K8S_NAMESPACE",
         "texera-lake-units",
@@ -165,13 +172,13 @@ class KubernetesLauncherSettings(Settings):
 
         def check(attribute: str, ok: bool, expected: str) -> None:
             if not ok:
-                problems.append(f"{self._variable(attribute)} must be {expected}")
+                problems.append(f"{self.variable(attribute)} must be {expected}")
 
         def parses(attribute: str, parse: Callable[[str], object]) -> None:
             try:
                 parse(getattr(self, attribute))
             except ValueError as exc:
-                problems.append(f"{self._variable(attribute)}: {exc}")
+                problems.append(f"{self.variable(attribute)}: {exc}")
 
         for attribute in ("namespace", "mesh_namespace"):
             check(attribute, bool(_DNS_LABEL.match(getattr(self, attribute))), "a namespace name")
@@ -206,5 +213,6 @@ class KubernetesLauncherSettings(Settings):
             raise ConfigError("invalid settings: " + "; ".join(problems))
 
     @classmethod
-    def _variable(cls, attribute: str) -> str:
+    def variable(cls, attribute: str) -> str:
+        """The environment variable of a setting, by attribute name."""
         return cls.variable_name(next(f for f in fields(cls) if f.name == attribute))

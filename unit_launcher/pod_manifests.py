@@ -162,10 +162,11 @@ def _metadata(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manifest:
 
 def unit_environment(spec: UnitSpec, settings: KubernetesLauncherSettings) -> dict[str, str]:
     """The unit process's environment: the spec's settings, where its secret files are, and
-    what the Pod decides (address, port, Spark's cores and memory, writable directories)."""
+    what the Pod decides (id, address, port, Spark's cores and memory, writable directories)."""
     return {
         **spec.settings,
         **{f"{name}_FILE": f"{SECRETS_DIR}/{name}" for name in sorted(spec.secrets)},
+        "TEXERA_LAKE_CU_ID": spec.unit_id,
         "TEXERA_LAKE_HOST": "0.0.0.0",  # noqa: S104 - the Pod's own network namespace
         "TEXERA_LAKE_CU_PORT": str(settings.unit_port),
         "TEXERA_LAKE_CU_ADVERTISED_ADDRESS": unit_address(spec.unit_id, settings),

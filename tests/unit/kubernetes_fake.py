@@ -43,6 +43,8 @@ class Request:
 class FakeKubernetesApi:
     def __init__(self, grace_reads: int = 1) -> None:
         self.requests: list[Request] = []
+        #: The Authorization header of each request.
+        self.authorizations: list[str] = []
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.grace_reads = grace_reads
         self._reads_left: dict[tuple[str, str, str], int] = {}
@@ -147,6 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
+        self.server.api.authorizations.append(self.headers.get("Authorization", ""))
         code, answer = self.server.api.handle(self.command, self.path, body)
         payload = json.dumps(answer).encode()
         self.send_response(code)

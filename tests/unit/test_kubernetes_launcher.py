@@ -10,13 +10,16 @@ exact sequence and bodies of the calls.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from service_runtime.config import ConfigError
 from tests.unit.kubernetes_fake import FakeKubernetesApi, Request, serve
 from unit_launcher.base import UnitPhase, UnitSpec, UnitStatus
 from unit_launcher.kubernetes import KubernetesError, KubernetesLauncher
@@ -53,12 +56,21 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    api = FakeKubernetesApi(grace_reads=1)
+def api() -> FakeKubernetesApi:
+    return FakeKubernetesApi(grace_reads=1)
+
+
+@pytest.fixture
+def url(api: FakeKubernetesApi) -> Iterator[str]:
     with serve(api) as url:
-        api_client = client.ApiClient(client.Configuration(host=url))
-        yield Cluster(api, KubernetesLauncher(SETTINGS, api_client, poll_seconds=0.01))
-        api_client.close()
+        yield url
+
+
+@pytest.fixture
+def cluster(api: FakeKubernetesApi, url: str) -> Iterator[Cluster]:
+    api_client = client.ApiClient(client.Configuration(host=url))
+    yield Cluster(api, KubernetesLauncher(SETTINGS, api_client, poll_seconds=0.01))
+    api_client.close()
 
 
 def _creates(pod_uid: str) -> list[Request]:
@@ -220,3 +232,51 @@ async def test_a_refused_call_names_the_call_and_never_what_was_sent(cluster: Cl
 def _uid_of(request: Request) -> str:
     uid: str = request.body["metadata"]["ownerReferences"][0]["uid"]
     return uid
+
+
+async def test_a_unit_that_will_not_go_away_is_not_replaced_for_ever(
+    api: FakeKubernetesApi, url: str
+) -> None:
+    api.grace_reads = 1000  # the old Pod stays, terminating
+    api_client = client.ApiClient(client.Configuration(host=url))
+    launcher = KubernetesLauncher(
+        SETTINGS, api_client, poll_seconds=0.01, replace_timeout_seconds=0.2
+    )
+    await launcher.launch(SPEC)
+
+    with pytest.raises(KubernetesError, match=r"still there 0\.2 s after its deletion"):
+        await launcher.launch(SPEC)
+    await launcher.close()
+
+
+async def test_from_settings_outside_a_cluster_uses_the_kubeconfig_named(
+    api: FakeKubernetesApi, url: str, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "registry", "user": {"token": "a-bearer-token"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "registry"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    settings = dataclasses.replace(SETTINGS, kubeconfig=str(kubeconfig))
+
+    launcher = KubernetesLauncher.from_settings(settings)
+    assert await launcher.status("cu-7") == UnitStatus(UnitPhase.STOPPED)
+    await launcher.close()
+
+    assert api.take_requests() == [READ_POD]
+    assert api.authorizations == ["Bearer a-bearer-token"]
+
+
+@pytest.mark.parametrize("kubeconfig", ["", "/nonexistent/kubeconfig"])
+def test_from_settings_without_an_api_to_use_names_the_setting(kubeconfig: str) -> None:
+    settings = dataclasses.replace(SETTINGS, kubeconfig=kubeconfig)
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_WAREHOUSE_K8S_KUBECONFIG"):
+        KubernetesLauncher.from_settings(settings)
