@@ -57,6 +57,9 @@ PLATFORM_RANGES = tuple(
 )
 UNIT_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 SETTING_NAME = re.compile(r"^TEXERA_LAKE_[A-Z0-9_]+$")
+#: Settings whose name or value says they are secrets, which a Pod's environment never holds.
+SECRET_SETTING_NAME = re.compile(r"(SECRET|KEY|PASSWORD|TOKEN|CREDENTIAL)$")
+URL_WITH_PASSWORD = re.compile(r"://[^/@:\s]+:[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,9 @@ def check_spec(spec: UnitSpec) -> None:
     for name in spec.secrets:
         if name in spec.settings or f"{name}_FILE" in spec.settings:
             raise ValueError(f"{name} is a secret and must not be among the settings")
+    for name, value in spec.settings.items():
+        if SECRET_SETTING_NAME.search(name) or URL_WITH_PASSWORD.search(value):
+            raise ValueError(f"{name} looks like a secret: it belongs among the secrets")
 
 
 def build_unit(spec: UnitSpec, settings: KubernetesLauncherSettings) -> UnitManifests:

@@ -3,19 +3,16 @@ API's schemas of one pinned Kubernetes version, and the rules that keep Pods con
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import kubernetes_validate
 
+from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD
+
 #: The Kubernetes version whose OpenAPI schemas every object must satisfy (that of the
 #: pinned client, kubernetes 36).
 KUBERNETES_VERSION = "1.36.0"
-#: Names of variables that would carry a secret in the environment.
-SECRET_NAME = re.compile(r"(SECRET|KEY|PASSWORD|TOKEN)$", re.IGNORECASE)
-#: A URL with a password in it (scheme://user:password@host).
-URL_WITH_PASSWORD = re.compile(r"://[^/@:\s]+:[^/@\s]+@")
 
 
 def validate(manifest: Mapping[str, Any]) -> None:
@@ -71,7 +68,7 @@ def environment_problems(container: Mapping[str, Any]) -> list[str]:
     """Secrets reaching a container through its environment."""
     problems = []
     for variable in container.get("env", []):
-        if SECRET_NAME.search(variable["name"]):
+        if SECRET_SETTING_NAME.search(variable["name"]):
             problems.append(f"variable {variable['name']} would carry a secret")
         if URL_WITH_PASSWORD.search(variable.get("value", "")):
             problems.append(f"variable {variable['name']} has a password in a URL")

@@ -13,15 +13,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.unit.kubernetes_checks import (
-    SECRET_NAME,
-    URL_WITH_PASSWORD,
-    confinement_problems,
-    containers,
-    pod_spec,
-    validate,
-)
+from tests.unit.kubernetes_checks import confinement_problems, containers, pod_spec, validate
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings, label_selector
+from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 MESH, UNITS = "texera-lake", "texera-lake-units"
@@ -166,7 +160,7 @@ def test_secrets_are_read_only_files_of_mode_0400_never_the_environment() -> Non
 def test_the_settings_config_map_holds_no_secret() -> None:
     [config_map] = _kind("ConfigMap")
     for key, value in config_map["data"].items():
-        assert not SECRET_NAME.search(key), key
+        assert not SECRET_SETTING_NAME.search(key), key
         assert not URL_WITH_PASSWORD.search(value), key
 
 

@@ -242,6 +242,11 @@ def test_no_storage_cidrs_means_no_storage_rule() -> None:
             {"settings": {"TEXERA_LAKE_CU_CREDENTIAL_FILE": "/etc/passwd"}},
             "TEXERA_LAKE_CU_CREDENTIAL",
         ),
+        ({"settings": {"TEXERA_LAKE_JWT_SECRET": "s" * 40}}, "TEXERA_LAKE_JWT_SECRET"),
+        (
+            {"settings": {"TEXERA_LAKE_CATALOG_URI": "https://client:hunter2@catalog/x"}},
+            "TEXERA_LAKE_CATALOG_URI",
+        ),
     ],
 )
 def test_a_spec_no_pod_can_be_made_from_is_refused_naming_the_field(
