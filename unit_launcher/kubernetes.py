@@ -119,7 +119,11 @@ class KubernetesLauncher(Launcher):
         await asyncio.to_thread(self._api_client.close)
 
     async def _create_all(self, unit_id: str, manifests: UnitManifests) -> None:
-        """Creates the Pod, then what it owns; nothing is left behind if a step fails."""
+        """Creates the Pod, then what it owns; nothing is left behind if a step fails.
+
+        The Pod's container starts only once its Secret exists (the kubelet waits for the
+        volume), and until its NetworkPolicy exists the namespace's default deny holds it.
+        """
         pod = await self._create_object(manifests.pod)
         try:
             for dependent in manifests.dependents:
