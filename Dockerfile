@@ -12,6 +12,10 @@ WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY texera ./texera
 COPY service_runtime ./service_runtime
+COPY catalog_map ./catalog_map
+COPY lake_tables ./lake_tables
+COPY lake_client ./lake_client
+COPY unit_launcher ./unit_launcher
 COPY warehouse_service ./warehouse_service
 COPY cu_service ./cu_service
 COPY result_service ./result_service
@@ -19,7 +23,8 @@ COPY gateway ./gateway
 COPY embedded_stack ./embedded_stack
 COPY lake_cli ./lake_cli
 COPY deploy/compose/make_secrets.py ./deploy/compose/make_secrets.py
-RUN pip install --no-cache-dir -c constraints.txt .
+# The kubernetes extra: the registry launches computing units as Pods when so configured.
+RUN pip install --no-cache-dir -c constraints.txt '.[kubernetes]'
 
 RUN useradd --system --uid 10001 lake
 USER lake

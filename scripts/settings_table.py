@@ -8,11 +8,13 @@ from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
 from service_runtime.config import Settings, markdown_table
+from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from warehouse_service.settings import WarehouseServiceSettings
 
 ALL_SETTINGS: tuple[type[Settings], ...] = (
     GatewaySettings,
     WarehouseServiceSettings,
+    KubernetesLauncherSettings,
     ComputingUnitSettings,
     ResultServiceSettings,
     StackSettings,

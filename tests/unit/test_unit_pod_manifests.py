@@ -1,0 +1,342 @@
+"""The objects the Kubernetes launcher makes for a unit: valid for the API, confined."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from service_runtime.config import ConfigError
+from tests.unit.kubernetes_checks import confinement_problems, validate
+from unit_launcher.base import UnitPhase, UnitSpec, UnitStatus
+from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
+from unit_launcher.pod_manifests import (
+    JVM_OVERHEAD_MIB,
+    PYTHON_MIB,
+    SECRETS_DIR,
+    UnitManifests,
+    build_unit,
+    driver_memory_mib,
+    owned_by,
+)
+from unit_launcher.pod_status import pod_status
+
+CREDENTIAL = "a-unit-credential-only-its-secret-holds"
+SPEC = UnitSpec(
+    unit_id="0f3a-unit",
+    owner_user_id="Ana María <ana@example.com>/../x",
+    cores=3,
+    memory_mib=6144,
+    settings={
+        "TEXERA_LAKE_REGISTRY_TARGET": "warehouse-service.texera-lake.svc:50051",
+        "TEXERA_LAKE_CU_ID": "0f3a-unit",
+        "TEXERA_LAKE_CU_PORT": "1234",  # the Pod decides this one
+    },
+    secrets={"TEXERA_LAKE_CU_CREDENTIAL": CREDENTIAL},
+)
+SETTINGS = KubernetesLauncherSettings()
+CREATED_POD = {
+    "metadata": {"name": "unit-0f3a-unit", "uid": "6f1e2d0c-7a8b-4c5d-9e0f-1a2b3c4d5e6f"}
+}
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _objects(manifests: UnitManifests) -> list[dict[str, Any]]:
+    return [manifests.pod, *(owned_by(m, CREATED_POD) for m in manifests.dependents)]
+
+
+def _container(manifests: UnitManifests) -> dict[str, Any]:
+    [container] = manifests.pod["spec"]["containers"]
+    return dict(container)
+
+
+def _environment(manifests: UnitManifests) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in _container(manifests)["env"]}
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SETTINGS,
+        KubernetesLauncherSettings(
+            catalog_namespace="",
+            catalog_cidrs="203.0.113.10/32, 2001:db8::/64",
+            storage_cidrs="10.20.0.0/16,0.0.0.0/0,::/0",
+            storage_ports="443,9000",
+        ),
+    ],
+    ids=["defaults", "external-catalog-and-in-cluster-storage"],
+)
+def test_every_object_fits_the_kubernetes_schemas(settings: KubernetesLauncherSettings) -> None:
+    for manifest in _objects(build_unit(SPEC, settings)):
+        validate(manifest)
+
+
+def test_the_schema_check_refuses_what_the_api_would() -> None:
+    pod = build_unit(SPEC, SETTINGS).pod
+    misspelt = {**pod, "spec": {**pod["spec"], "automountServiceAcountToken": False}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(misspelt)
+
+
+def test_the_pod_is_confined() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    spec = manifests.pod["spec"]
+    assert confinement_problems("unit", spec) == []
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    assert spec["securityContext"]["runAsUser"] == spec["securityContext"]["runAsGroup"] == 10001
+
+
+def test_the_root_file_system_is_read_only_and_spark_writes_to_its_own_volumes() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    volumes = {volume["name"]: volume for volume in manifests.pod["spec"]["volumes"]}
+    mounts = {mount["mountPath"]: mount["name"] for mount in _container(manifests)["volumeMounts"]}
+    environment = _environment(manifests)
+    for path in ("/tmp", environment["HOME"], environment["SPARK_LOCAL_DIRS"]):
+        assert "emptyDir" in volumes[mounts[path]], path
+        assert volumes[mounts[path]]["emptyDir"]["sizeLimit"]
+
+
+def test_secrets_are_files_of_mode_0400_named_by_their_file_settings() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    pod, (secret, *_) = manifests.pod, manifests.dependents
+    assert base64.b64decode(secret["data"]["TEXERA_LAKE_CU_CREDENTIAL"]).decode() == CREDENTIAL
+    assert secret["immutable"] is True
+    [volume] = [v for v in pod["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"] == {"secretName": secret["metadata"]["name"], "defaultMode": 0o400}
+    [mount] = [m for m in _container(manifests)["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {"name": "secrets", "mountPath": SECRETS_DIR, "readOnly": True}
+    environment = _environment(manifests)
+    assert (
+        environment["TEXERA_LAKE_CU_CREDENTIAL_FILE"] == f"{SECRETS_DIR}/TEXERA_LAKE_CU_CREDENTIAL"
+    )
+    assert "TEXERA_LAKE_CU_CREDENTIAL" not in environment
+    assert CREDENTIAL not in json.dumps(pod)
+    assert base64.b64encode(CREDENTIAL.encode()).decode() not in json.dumps(pod)
+
+
+def test_cores_and_memory_are_requests_and_limits_and_the_jvm_fits_below() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    resources = _container(manifests)["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "3", "memory": "6144Mi"}
+    environment = _environment(manifests)
+    assert environment["TEXERA_LAKE_CU_SPARK_MASTER"] == "local[3]"
+    heap = int(environment["TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY"].removesuffix("m"))
+    assert heap == driver_memory_mib(6144)
+    assert heap + max(JVM_OVERHEAD_MIB, 6144 // 10) + PYTHON_MIB <= 6144
+    assert heap >= 6144 // 2
+
+
+def test_the_pod_decides_its_address_and_port() -> None:
+    environment = _environment(build_unit(SPEC, SETTINGS))
+    assert environment["TEXERA_LAKE_CU_PORT"] == "50052"
+    assert environment["TEXERA_LAKE_HOST"] == "0.0.0.0"
+    assert environment["TEXERA_LAKE_CU_ADVERTISED_ADDRESS"] == (
+        "unit-0f3a-unit.texera-lake-units.svc:50052"
+    )
+    assert (
+        environment["TEXERA_LAKE_REGISTRY_TARGET"] == SPEC.settings["TEXERA_LAKE_REGISTRY_TARGET"]
+    )
+
+
+def test_labels_name_the_unit_and_a_hash_of_its_owner() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    other_owner = build_unit(dataclasses.replace(SPEC, owner_user_id="someone else"), SETTINGS)
+    for manifest in _objects(manifests):
+        labels = manifest["metadata"]["labels"]
+        assert labels["lake.texera.io/unit"] == "0f3a-unit"
+        assert all(LABEL_VALUE.match(value) for value in labels.values()), labels
+    owner = manifests.pod["metadata"]["labels"]["lake.texera.io/owner"]
+    assert owner != other_owner.pod["metadata"]["labels"]["lake.texera.io/owner"]
+    annotations = manifests.pod["metadata"]["annotations"]
+    assert annotations["lake.texera.io/owner-user-id"] == SPEC.owner_user_id
+
+
+def test_the_pod_owns_its_secret_service_and_network_policy() -> None:
+    for manifest in _objects(build_unit(SPEC, SETTINGS))[1:]:
+        [reference] = manifest["metadata"]["ownerReferences"]
+        assert reference == {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "unit-0f3a-unit",
+            "uid": CREATED_POD["metadata"]["uid"],
+            "controller": True,
+        }
+
+
+def test_the_service_selects_only_the_units_pod() -> None:
+    manifests = build_unit(SPEC, SETTINGS)
+    service = manifests.dependents[1]
+    assert service["spec"]["selector"] == {"lake.texera.io/unit": "0f3a-unit"}
+    assert service["spec"]["selector"].items() <= manifests.pod["metadata"]["labels"].items()
+
+
+def test_the_network_policy_admits_only_the_gateway_and_reaches_only_what_a_unit_needs() -> None:
+    policy = build_unit(SPEC, SETTINGS).dependents[2]["spec"]
+    assert policy["podSelector"] == {"matchLabels": {"lake.texera.io/unit": "0f3a-unit"}}
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    mesh = {"matchLabels": {"kubernetes.io/metadata.name": "texera-lake"}}
+    assert policy["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": mesh,
+                    "podSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "texera-lake-gateway"}
+                    },
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 50052}],
+        }
+    ]
+    dns, registry, catalog, storage = policy["egress"]
+    assert {port["port"] for port in dns["ports"]} == {53}
+    assert registry["to"][0]["namespaceSelector"] == mesh
+    assert registry["to"][0]["podSelector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "texera-lake-warehouse-service"}
+    }
+    assert registry["ports"] == [{"protocol": "TCP", "port": 50051}]
+    assert catalog["to"][0]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "lakekeeper"}
+    }
+    assert catalog["ports"] == [{"protocol": "TCP", "port": 8181}]
+    [block] = storage["to"]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"):
+        assert private in block["ipBlock"]["except"]
+    assert storage["ports"] == [{"protocol": "TCP", "port": 443}]
+
+
+def test_storage_named_inside_a_private_range_is_reachable_as_named() -> None:
+    settings = KubernetesLauncherSettings(storage_cidrs="10.20.0.0/16,192.168.0.0/16")
+    storage = build_unit(SPEC, settings).dependents[2]["spec"]["egress"][-1]
+    assert storage["to"] == [
+        {"ipBlock": {"cidr": "10.20.0.0/16"}},
+        {"ipBlock": {"cidr": "192.168.0.0/16"}},
+    ]
+
+
+def test_no_storage_cidrs_means_no_storage_rule() -> None:
+    policy = build_unit(SPEC, KubernetesLauncherSettings(storage_cidrs="")).dependents[2]
+    assert [rule["ports"][0]["port"] for rule in policy["spec"]["egress"]] == [53, 50051, 8181]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"unit_id": "Upper"}, "unit_id"),
+        ({"unit_id": "ends-with-"}, "unit_id"),
+        ({"unit_id": "x" * 41}, "unit_id"),
+        ({"owner_user_id": ""}, "owner_user_id"),
+        ({"cores": 0}, "cores"),
+        ({"memory_mib": 1024}, "memory_mib"),
+        ({"settings": {"PATH": "/evil"}}, "PATH"),
+        ({"secrets": {"JAVA_TOOL_OPTIONS": "-javaagent:x"}}, "JAVA_TOOL_OPTIONS"),
+        (
+            {"settings": {"TEXERA_LAKE_CU_CREDENTIAL_FILE": "/etc/passwd"}},
+            "TEXERA_LAKE_CU_CREDENTIAL",
+        ),
+        ({"settings": {"TEXERA_LAKE_JWT_SECRET": "s" * 40}}, "TEXERA_LAKE_JWT_SECRET"),
+        (
+            {"settings": {"TEXERA_LAKE_CATALOG_URI": "https://client:hunter2@catalog/x"}},
+            "TEXERA_LAKE_CATALOG_URI",
+        ),
+    ],
+)
+def test_a_spec_no_pod_can_be_made_from_is_refused_naming_the_field(
+    change: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        build_unit(dataclasses.replace(SPEC, **change), SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_NAMESPACE": "Units"}, "K8S_NAMESPACE"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_IMAGE_PULL_POLICY": "Sometimes"}, "K8S_IMAGE_PULL_POLICY"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_GATEWAY_SELECTOR": "app"}, "K8S_GATEWAY_SELECTOR"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_REGISTRY_SELECTOR": ""}, "K8S_REGISTRY_SELECTOR"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_STORAGE_CIDRS": "10.0.0.0/33"}, "K8S_STORAGE_CIDRS"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_STORAGE_PORTS": ""}, "K8S_STORAGE_PORTS"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_UNIT_PORT": "70000"}, "K8S_UNIT_PORT"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_LABEL_PREFIX": "Not A Prefix"}, "K8S_LABEL_PREFIX"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_variable(
+    environ: dict[str, str], variable: str
+) -> None:
+    settings = KubernetesLauncherSettings.from_env(environ)
+    with pytest.raises(ConfigError, match=f"TEXERA_LAKE_WAREHOUSE_{variable}"):
+        settings.validate()
+
+
+def test_the_default_settings_are_valid() -> None:
+    SETTINGS.validate()
+
+
+PENDING = UnitStatus(UnitPhase.PENDING, address="a:1")
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"phase": "Pending"}, PENDING),
+        ({}, PENDING),
+        ({"phase": "Unknown"}, PENDING),
+        (
+            {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+            PENDING,
+        ),
+        (
+            {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            UnitStatus(UnitPhase.RUNNING, address="a:1"),
+        ),
+        (
+            {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "x"}}}
+                ],
+            },
+            UnitStatus(UnitPhase.FAILED, message="ImagePullBackOff"),
+        ),
+        (
+            {
+                "phase": "Pending",
+                "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}],
+            },
+            PENDING,
+        ),
+        ({"phase": "Succeeded"}, UnitStatus(UnitPhase.STOPPED, message="the unit exited")),
+        (
+            {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."},
+            UnitStatus(UnitPhase.FAILED, message="the unit's Pod failed: Evicted"),
+        ),
+        (
+            {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "state": {
+                            "terminated": {
+                                "reason": "Error",
+                                "exitCode": 1,
+                                "message": "whatever the unit wrote",
+                            }
+                        }
+                    }
+                ],
+            },
+            UnitStatus(UnitPhase.FAILED, message="the unit stopped: Error, exit code 1"),
+        ),
+    ],
+)
+def test_pod_phases_map_to_unit_phases(status: dict[str, Any], expected: UnitStatus) -> None:
+    assert pod_status({"metadata": {"name": "p"}, "status": status}, "a:1") == expected
