@@ -59,7 +59,7 @@ UNIT_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 SETTING_NAME = re.compile(r"^TEXERA_LAKE_[A-Z0-9_]+$")
 #: Names of settings that carry secrets, and URLs with a password (scheme://user:password@):
 #: a Pod's environment holds neither.
-SECRET_SETTING_NAME = re.compile(r"(SECRET|KEY|PASSWORD|TOKEN|CREDENTIAL)$")
+SECRET_SETTING_NAME = re.compile(r"(SECRET|(?<!PUBLIC_)KEY|PASSWORD|TOKEN|CREDENTIAL)$")
 URL_WITH_PASSWORD = re.compile(r"://[^/@:\s]+:[^/@\s]+@")
 
 

@@ -154,7 +154,7 @@ def test_secrets_are_read_only_files_of_mode_0400_never_the_environment() -> Non
                     ]
                     assert files, "a mounted secret is named by a _FILE setting"
                     assert all(path.startswith(mount["mountPath"] + "/") for path in files)
-    assert secret_volumes == 2  # the gateway's and the registry's
+    assert secret_volumes == 3  # the gateway's, the registry's and the result service's
 
 
 def test_the_settings_config_map_holds_no_secret() -> None:
@@ -174,8 +174,8 @@ def test_settings_in_the_manifests_are_documented() -> None:
         for container in containers(spec):
             names |= {variable["name"] for variable in container.get("env", [])}
     for name in names:
-        documented = name.removesuffix("_FILE")
-        assert f"`{documented}`" in readme, f"{name} is not a documented setting"
+        documented = f"`{name}`" in readme or f"`{name.removesuffix('_FILE')}`" in readme
+        assert documented, f"{name} is not a documented setting"
 
 
 def test_every_service_is_probed_over_grpc_health_on_its_port() -> None:
