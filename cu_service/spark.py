@@ -9,15 +9,17 @@ confined by cu_service.worker_daemon.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -38,6 +40,12 @@ SESSION_TIME_ZONE = "UTC"
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema of a DataFrame's batches in mapInArrow (timestamps in UTC)."""
     return to_arrow_schema(schema, timezone=SESSION_TIME_ZONE)
+
+
+def analyzed_plan(frame: DataFrame) -> list[dict[str, Any]]:
+    """The nodes of a DataFrame's analyzed logical plan, as Spark writes them in JSON."""
+    nodes: list[dict[str, Any]] = json.loads(frame._jdf.queryExecution().analyzed().toJSON())
+    return nodes
 
 
 def worker_confinement(settings: ComputingUnitSettings) -> Confinement:

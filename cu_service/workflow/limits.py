@@ -9,7 +9,9 @@ that sets it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cu_service.settings import ComputingUnitSettings
 from service_runtime.errors import FieldViolations
@@ -22,6 +24,13 @@ _TOKEN = re.compile(
     r"""|[A-Za-z_][A-Za-z0-9_]*|[()\[\]{}]""",
     re.DOTALL,
 )
+#: Nodes of a Spark logical plan that set a number of partitions, and the field that does.
+_PARTITIONING = {
+    "Range": "numSlices",
+    "Repartition": "numPartitions",
+    "RepartitionByExpression": "optNumPartitions",
+    "RebalancePartitions": "optNumPartitions",
+}
 _OPENING = frozenset({"(", "[", "{", "case"})
 _CLOSING = frozenset({")", "]", "}", "end"})
 
@@ -115,8 +124,7 @@ def _range(
             f"{path}.partitions",
             f"{who}: " + limits.source_partitions.describe("partitions", source.partitions),
         )
-    # Ceiling division, as len(range(...)) overflows beyond 2^63 rows.
-    rows = max(0, -((source.start - source.end) // (source.step or 1)))
+    rows = _range_rows(source.start, source.end, source.step or 1)
     if limits.range_rows.exceeded_by(rows):
         violations.add(f"{path}.end", f"{who}: " + limits.range_rows.describe("rows", rows))
 
@@ -164,3 +172,23 @@ def _expression(
     depth = nesting_depth(text)
     if limits.expression_depth.exceeded_by(depth):
         violations.add(path, f"{who}: " + limits.expression_depth.describe("its nesting", depth))
+
+
+def _range_rows(start: int, end: int, step: int) -> int:
+    """Ceiling division, as len(range(...)) overflows beyond 2^63 rows."""
+    return max(0, -((start - end) // step))
+
+
+def plan_problem(nodes: Iterable[Mapping[str, Any]], limits: WorkflowLimits) -> str | None:
+    """What in an analyzed Spark plan (its nodes as Spark's JSON gives them) goes over a limit:
+    SQL can ask for ranges and partitions too (``range(0, n, 1, slices)``, a REPARTITION hint)."""
+    for node in nodes:
+        kind = str(node.get("class", "")).rsplit(".", 1)[-1]
+        partitions = node.get(_PARTITIONING.get(kind, ""))
+        if isinstance(partitions, int) and limits.source_partitions.exceeded_by(partitions):
+            return limits.source_partitions.describe("a number of partitions", partitions)
+        if kind == "Range":
+            rows = _range_rows(int(node["start"]), int(node["end"]), int(node["step"]) or 1)
+            if limits.range_rows.exceeded_by(rows):
+                return limits.range_rows.describe("the rows of a range", rows)
+    return None

@@ -139,6 +139,30 @@ OVER_LIMITS = [
         "workflow.operators[1].projection.columns[0].expression",
         "TEXERA_LAKE_CU_MAX_EXPRESSION_DEPTH",
     ),
+    *[
+        (
+            name,
+            [
+                _numbers(),
+                {"operator_id": "q", "input_operator_ids": ["n"], "sql_query": {"query": query}},
+            ],
+            "workflow.operators[1].sql_query.query",
+            f"TEXERA_LAKE_CU_{setting}",
+        )
+        for name, query, setting in [
+            (
+                "sql range partitions",
+                "SELECT * FROM range(0, 10, 1, 2147483647)",
+                "MAX_SOURCE_PARTITIONS",
+            ),
+            (
+                "sql repartition",
+                "SELECT /*+ REPARTITION(100000) */ * FROM n",
+                "MAX_SOURCE_PARTITIONS",
+            ),
+            ("sql range rows", "SELECT * FROM range(1000000000000)", "MAX_RANGE_ROWS"),
+        ]
+    ],
     (
         "sql depth",
         [
@@ -170,6 +194,7 @@ def test_a_workflow_over_a_limit_is_refused_naming_the_field_and_the_setting(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {field}
     assert setting in (error.details() or "")
+    assert probe(stack.target(limited)) == "SERVING"
 
 
 @dataclass

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from cu_service.resource_limits import RESULT_BYTES_MARKER, RunLimits
 from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
-from cu_service.workflow.limits import WorkflowLimits, check_limits, nesting_depth
+from cu_service.workflow.limits import WorkflowLimits, check_limits, nesting_depth, plan_problem
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import workflow_pb2
 
@@ -126,6 +126,38 @@ def test_expressions_are_bounded_in_length_and_nesting() -> None:
 )
 def test_nesting_depth_skips_quoted_text_and_comments(text: str, depth: int) -> None:
     assert nesting_depth(text) == depth
+
+
+PLAN = "org.apache.spark.sql.catalyst.plans.logical."
+
+
+@pytest.mark.parametrize(
+    ("node", "setting"),
+    [
+        (
+            {"class": PLAN + "Range", "start": 0, "end": 10, "step": 1, "numSlices": 9},
+            "MAX_SOURCE_PARTITIONS",
+        ),
+        ({"class": PLAN + "Range", "start": 0, "end": 10**12, "step": 1}, "MAX_RANGE_ROWS"),
+        ({"class": PLAN + "Repartition", "numPartitions": 2**31 - 1}, "MAX_SOURCE_PARTITIONS"),
+        (
+            {"class": PLAN + "RepartitionByExpression", "optNumPartitions": 100},
+            "MAX_SOURCE_PARTITIONS",
+        ),
+        ({"class": PLAN + "Range", "start": 0, "end": 10, "step": 1, "numSlices": 8}, None),
+        ({"class": PLAN + "RepartitionByExpression", "partitionExpressions": []}, None),
+        ({"class": PLAN + "Project", "numPartitions": 10**6}, None),
+    ],
+)
+def test_analyzed_sql_plans_are_held_to_the_same_limits(
+    node: dict[str, Any], setting: str | None
+) -> None:
+    problem = plan_problem([{"class": PLAN + "Project"}, node], LIMITS)
+    if setting is None:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert f"TEXERA_LAKE_CU_{setting}" in problem
 
 
 def test_failures_name_the_limit_they_went_over() -> None:
