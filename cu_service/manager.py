@@ -43,12 +43,11 @@ from cu_service.registry import RegistryClient
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
-from cu_service.spark import analyzed_plan
-from cu_service.submission import check_request
+from cu_service.submission import check_queries, check_request
 from cu_service.telemetry import Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
 from cu_service.workflow.iceberg_source import read_table
-from cu_service.workflow.limits import WorkflowLimits, plan_problem
+from cu_service.workflow.limits import WorkflowLimits
 from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
 from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_client.executions import TERMINAL
@@ -285,26 +284,8 @@ class ExecutionManager:
                 ) from exc
 
         compiled = WorkflowCompiler(session, console, read_iceberg).compile(workflow)  # type: ignore[arg-type]
-        self._check_queries(workflow, compiled)
+        check_queries(workflow, compiled, self._workflow_limits)
         return session, console, compiled
-
-    def _check_queries(self, workflow: workflow_pb2.Workflow, compiled: CompiledWorkflow) -> None:
-        """SQL queries, once Spark has analyzed them, ask for no more than the limits allow."""
-        for index, op in enumerate(workflow.operators):
-            if op.WhichOneof("kind") != "sql_query":
-                continue
-            problem = plan_problem(
-                analyzed_plan(compiled.frames[op.operator_id]), self._workflow_limits
-            )
-            if problem is not None:
-                raise invalid_argument(
-                    [
-                        FieldViolation(
-                            f"workflow.operators[{index}].sql_query.query",
-                            f"operator {op.operator_id!r}: {problem}",
-                        )
-                    ]
-                )
 
     # Running ------------------------------------------------------------------------
 

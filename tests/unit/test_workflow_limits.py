@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import resource
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.limits import WorkflowLimits, check_limits, nesting_depth, plan_problem
 from service_runtime.errors import ServiceError
+from service_runtime.system_users import system_user
 from texera.lake.v1 import workflow_pb2
 
 SETTINGS = ComputingUnitSettings(
@@ -177,17 +180,59 @@ def test_failures_name_the_limit_they_went_over() -> None:
     assert limits.found_in("…", "udf", "ZeroDivisionError: division by zero") is None
 
 
-def _limits_after(confinement: str, seen: Any) -> None:
+def _confined(confinement: str, secret: str, seen: Any) -> None:
     Confinement.decode(confinement).apply()
-    seen.put((resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NOFILE)))
+    try:
+        with open(secret) as file:
+            readable = bool(file.read())
+    except PermissionError:
+        readable = False
+    seen.put(
+        (
+            resource.getrlimit(resource.RLIMIT_AS),
+            resource.getrlimit(resource.RLIMIT_NOFILE),
+            os.getuid(),
+            readable,
+        )
+    )
 
 
-def test_the_confinement_sets_the_workers_limits() -> None:
-    confinement = Confinement(memory_bytes=3 * 1024**3, open_files=64, processes=10, user=None)
-    assert Confinement.decode(confinement.encode()) == confinement
+def _in_a_child(confinement: Confinement, secret: Path) -> tuple[Any, ...]:
+    """What a forked child sees once confined (its modules are loaded already, as a forked
+    worker's are)."""
     context = multiprocessing.get_context("fork")
     seen = context.Queue()
-    child = context.Process(target=_limits_after, args=(confinement.encode(), seen))
+    child = context.Process(target=_confined, args=(confinement.encode(), str(secret), seen))
     child.start()
     child.join(30)
-    assert seen.get(timeout=5) == ((3 * 1024**3,) * 2, (64, 64))
+    return tuple(seen.get(timeout=5))
+
+
+def test_the_confinement_sets_the_workers_limits(tmp_path: Path) -> None:
+    confinement = Confinement(memory_bytes=3 * 1024**3, open_files=64, processes=10, user=None)
+    assert Confinement.decode(confinement.encode()) == confinement
+    secret = tmp_path / "secret"
+    secret.write_text("x")
+    memory, files, uid, _ = _in_a_child(confinement, secret)
+    assert memory == (3 * 1024**3,) * 2
+    assert files == (64, 64)
+    assert uid == os.getuid()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can switch users")
+def test_a_confined_worker_of_a_root_unit_runs_as_its_own_user(tmp_path: Path) -> None:
+    entry = system_user(SETTINGS.worker_user)
+    secret = tmp_path / "root-only"
+    secret.write_text("not for workers")
+    secret.chmod(0o600)
+    tmp_path.chmod(0o755)
+    confinement = Confinement(
+        memory_bytes=3 * 1024**3,
+        open_files=64,
+        processes=64,
+        user=(entry.pw_uid, entry.pw_gid, entry.pw_dir),
+    )
+    assert Confinement.decode(confinement.encode()) == confinement
+    _, _, uid, readable = _in_a_child(confinement, secret)
+    assert uid == entry.pw_uid != 0
+    assert readable is False
