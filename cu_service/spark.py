@@ -93,7 +93,8 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
     # Spark's Python workers must run this interpreter, with this environment's packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ[worker_daemon.VARIABLE] = worker_confinement(settings).encode()
+    confinement = worker_confinement(settings).encode()
+    os.environ[worker_daemon.VARIABLE] = confinement  # local mode: the JVM's own environment
     cores = os.cpu_count() or 2
     builder = (
         SparkSession.builder.master(settings.spark_master)
@@ -107,6 +108,7 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         .config("spark.python.worker.reuse", "true")
         .config("spark.python.use.daemon", "true")
         .config("spark.python.daemon.module", worker_daemon.__name__)
+        .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", confinement)  # a cluster's
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
         .config("spark.executor.killOnFatalError.depth", "0")
