@@ -4,7 +4,9 @@ alone fails with RESOURCE_LIMIT while the unit keeps serving everyone else."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,11 +19,13 @@ from cu_service.spark import closed_to_workers
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from service_runtime.health_probe import probe
+from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import (
     bucket_keys,
     filtered_numbers,
     new_user,
+    slow_workflow,
     udf,
     workflow,
 )
@@ -413,3 +417,37 @@ def test_user_code_runs_with_the_worker_limits(stack: Stack, limited: str, tmp_p
         assert seen["readable"] is False
     else:  # another user could not read the interpreter: the workers keep the unit's user
         assert seen["uid"] == os.geteuid()
+
+
+def test_a_unit_whose_lease_lapsed_stops_its_executions_and_registers_again(
+    stack: Stack, limited: str
+) -> None:
+    """The heartbeat thread's other duty: a lease that lapsed anyway (here the whole unit was
+    stopped longer than the lease) is noticed at the next heartbeat."""
+    client, warehouse_id, _ = new_user(stack, "paused", limited)
+    execution = client.submit(warehouse_id, slow_workflow())
+    running = client.wait_for_state(execution.execution_id, EX.EXECUTION_STATE_RUNNING)
+    assert state_name(running) == "RUNNING"
+    pid = stack.pid(limited)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(float(TEST_STACK_ENV["TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS"]) + 4)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    ended = client.finish(execution.execution_id, timeout=120)
+    assert state_name(ended) in ("FAILED", "CANCELLED")
+    assert ended.error.reason in ("COMPUTING_UNIT_LOST", "CANCELLED_BY_USER")
+
+    registry = computing_unit(stack, "watcher")
+    deadline = time.monotonic() + 30
+    while True:
+        units = registry.call(
+            registry.ledger.ListComputingUnits, registry_service_pb2.ListComputingUnitsRequest()
+        ).computing_units
+        [unit] = [u for u in units if u.computing_unit_id == limited]
+        if unit.state == registry_service_pb2.COMPUTING_UNIT_STATE_HEALTHY:
+            break
+        assert time.monotonic() < deadline, "the unit did not register again"
+        time.sleep(0.5)
+    after = client.finish(client.submit(warehouse_id, filtered_numbers(30, 1, "true")).execution_id)
+    assert state_name(after) == "SUCCEEDED", after.error
