@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pyspark.sql import SparkSession
 
 from catalog_map.settings import new_catalog_map
-from cu_service.lease import heartbeat_forever, register
+from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from cu_service.servicer import ExecutionServicer, UnitParts
@@ -44,11 +44,17 @@ def build() -> ServiceProcess:
         endpoint = settings.address(settings.port)
         interval = await register(registry, endpoint, settings.capacity)
         parts.manager, parts.registry = manager, registry
-        background.append(
-            asyncio.create_task(
-                heartbeat_forever(registry, manager, endpoint, settings.capacity, interval)
-            )
+        heartbeat = HeartbeatThread(
+            lambda: RegistryClient(
+                settings.registry_target, settings.computing_unit_id, settings.credential
+            ),
+            manager,
+            endpoint,
+            settings.capacity,
+            interval,
         )
+        heartbeat.start()
+        closers.append(heartbeat.stop)
         background.append(asyncio.create_task(_every(1.0, manager.sample_progress)))
 
     async def stop() -> None:

@@ -1,5 +1,8 @@
 """Keeping this computing unit registered: register at start, then heartbeat.
 
+Heartbeats run on a thread of their own with their own event loop and channel,
+so that they stay on time whatever the unit's main loop is doing.
+
 A heartbeat the registry refuses with NOT_FOUND means the lease lapsed (the
 registry could not be reached for too long, say) and the registry has failed
 this unit's unfinished executions: they are cancelled here too, and the unit
@@ -9,7 +12,10 @@ registers again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
+from collections.abc import Callable
 
 import grpc
 
@@ -37,24 +43,67 @@ async def register(
         return max(response.heartbeat_interval.ToTimedelta().total_seconds(), 0.2)
 
 
-async def heartbeat_forever(
-    registry: RegistryClient,
-    manager: ExecutionManager,
-    endpoint: str,
-    capacity: int,
-    interval: float,
-) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        running, queued = manager.counts()
+class HeartbeatThread:
+    """Heartbeats on a thread of their own, with their own event loop and channel to the
+    registry: nothing the unit's main loop waits on can delay them."""
+
+    def __init__(
+        self,
+        new_registry: Callable[[], RegistryClient],
+        manager: ExecutionManager,
+        endpoint: str,
+        capacity: int,
+        interval: float,
+    ) -> None:
+        self._new_registry = new_registry
+        self._manager = manager
+        self._manager_loop = asyncio.get_running_loop()
+        self._endpoint = endpoint
+        self._capacity = capacity
+        self._interval = interval
+        self._loop = asyncio.new_event_loop()
+        self._stopping = asyncio.Event()
+        self._thread = threading.Thread(target=self._main, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait_seconds: float = 10.0) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join(wait_seconds)
+
+    def _main(self) -> None:
+        try:
+            self._loop.run_until_complete(self._beat())
+        finally:
+            self._loop.close()
+
+    async def _beat(self) -> None:
+        registry = self._new_registry()
+        interval = self._interval
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), interval)
+                    return
+                interval = await self._once(registry) or interval
+        finally:
+            await registry.close()
+
+    async def _once(self, registry: RegistryClient) -> float | None:
+        """One heartbeat; the new interval if the unit had to register again."""
+        running, queued = self._manager.counts()
         try:
             await registry.heartbeat(running, queued)
         except ServiceError as exc:
-            if exc.code == grpc.StatusCode.NOT_FOUND:
-                log.error(
-                    "the lease lapsed: cancelling this unit's executions and registering again"
-                )
-                await manager.cancel_all("the computing unit lost its lease with the registry")
-                interval = await register(registry, endpoint, capacity)
-            else:
+            if exc.code != grpc.StatusCode.NOT_FOUND:
                 log.warning("heartbeat failed", extra={"code": exc.code.name})
+                return None
+            log.error("the lease lapsed: cancelling this unit's executions and registering again")
+            asyncio.run_coroutine_threadsafe(
+                self._manager.cancel_all("the computing unit lost its lease with the registry"),
+                self._manager_loop,
+            )
+            return await register(registry, self._endpoint, self._capacity)
+        return None

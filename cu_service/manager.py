@@ -3,7 +3,13 @@
 Submission validates the workflow (statically, then by compiling it on Spark)
 before anything is recorded, then binds the execution to its warehouse in the
 registry and queues it. At most `capacity` executions run at once, each on a
-thread of its own as its own Spark job group; the rest wait in order.
+thread of its own as its own Spark job group in a FAIR scheduler pool of its
+own (so running executions share the task slots); the rest wait in order. An
+execution still running at its run time limit is stopped and fails with
+RESOURCE_LIMIT.
+
+Every call into the JVM (compiling, sampling progress, cancelling) runs on a
+thread, never on the event loop, so the unit keeps answering whatever Spark does.
 
 The execution's current view lives here, changed only on the event loop's
 thread; watchers see every change, and a sync task per execution sends the
@@ -27,23 +33,26 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyspark import SparkContext
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from catalog_map.cache import CatalogMap
+from cu_service.progress import StageCounts, stage_counts
 from cu_service.registry import RegistryClient
+from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
+from cu_service.submission import check_queries, check_request
 from cu_service.telemetry import Telemetry
-from cu_service.workflow import graph
 from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
 from cu_service.workflow.iceberg_source import read_table
+from cu_service.workflow.limits import WorkflowLimits
 from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
 from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_client.executions import TERMINAL
 from lake_tables import naming
-from service_runtime.errors import FieldViolation, FieldViolations, ServiceError, invalid_argument
-from service_runtime.identifiers import IDENTIFIER
+from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
 from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_service_pb2, workflow_pb2
 
 log = logging.getLogger("cu_service.manager")
@@ -87,6 +96,8 @@ class LocalExecution:
     fingerprint: str
     group: str
     cancel_reason: str | None = None
+    #: Set when the execution ran out of time and is being stopped.
+    time_limit_reason: str | None = None
     #: The final view, decided and waiting for the registry to record it before it is shown.
     final: execution_pb2.Execution | None = None
     updated: asyncio.Event = field(default_factory=asyncio.Event)
@@ -119,7 +130,12 @@ class ExecutionManager:
         self._catalogs = catalogs
         self._settings = settings
         self._executions: dict[str, LocalExecution] = {}
-        self._slots = asyncio.Semaphore(settings.capacity)
+        #: One FAIR scheduler pool per run slot: running executions share the task slots.
+        self._pools: asyncio.Queue[str] = asyncio.Queue()
+        for slot in range(settings.capacity):
+            self._pools.put_nowait(f"execution-slot-{slot}")
+        self._limits = RunLimits(settings)
+        self._workflow_limits = WorkflowLimits.of(settings)
         self._threads = ThreadPoolExecutor(
             max_workers=settings.capacity, thread_name_prefix="execution"
         )
@@ -127,7 +143,12 @@ class ExecutionManager:
             target_file_size=settings.target_file_size_bytes,
             commit_interval_seconds=settings.commit_interval_seconds,
             commit_max_bytes=settings.commit_max_bytes,
+            max_result_bytes=settings.max_result_bytes,
         )
+
+    @property
+    def spark_context(self) -> SparkContext:
+        return self._spark.sparkContext
 
     @property
     def unit_id(self) -> str:
@@ -137,8 +158,9 @@ class ExecutionManager:
         return self._executions.get(execution_id)
 
     def counts(self) -> tuple[int, int]:
-        """(running, queued) executions."""
-        states = [e.execution.state for e in self._executions.values()]
+        """(running, queued) executions; safe to call from any thread."""
+        executions = list(self._executions.values())  # one step under the GIL
+        states = [e.execution.state for e in executions]
         return states.count(EX.EXECUTION_STATE_RUNNING), states.count(EX.EXECUTION_STATE_QUEUED)
 
     # Submission ---------------------------------------------------------------------
@@ -146,7 +168,7 @@ class ExecutionManager:
     async def submit(
         self, request: execution_service_pb2.SubmitExecutionRequest, owner: str
     ) -> execution_pb2.Execution:
-        self._check(request)
+        check_request(request, self.unit_id, self._workflow_limits)
         digest = fingerprint(request.workflow)
         execution_id = request.execution_id or (
             str(uuid.uuid5(_ID_NAMESPACE, f"{owner}\n{request.request_id.lower()}"))
@@ -163,10 +185,8 @@ class ExecutionManager:
         binding = await self._registry.resolve_warehouse(request.warehouse_id)
         catalog = await self._catalogs.get_or_unavailable(request.warehouse_id, binding)
         tables = await self._resolve_tables(request.workflow, request.warehouse_id)
-        session = self._spark.newSession()
-        console = self._spark.sparkContext.accumulator([], ConsoleParam())
-        compiled = await asyncio.to_thread(
-            self._compile, session, console, catalog, tables, request.workflow
+        session, console, compiled = await asyncio.to_thread(
+            self._compile, catalog, tables, request.workflow
         )
         bound = await self._registry.bind(
             registry_service_pb2.BindExecutionRequest(
@@ -198,28 +218,6 @@ class ExecutionManager:
             extra={"execution_id": execution_id, "warehouse_id": request.warehouse_id},
         )
         return local.snapshot()
-
-    def _check(self, request: execution_service_pb2.SubmitExecutionRequest) -> None:
-        violations = FieldViolations()
-        if request.execution_id and not IDENTIFIER.match(request.execution_id):
-            violations.add("execution_id", "must be 1 to 64 letters, digits, '_' or '-'")
-        try:
-            uuid.UUID(request.warehouse_id)
-        except ValueError:
-            violations.add("warehouse_id", "must be a warehouse id (a UUID)")
-        if request.computing_unit_id and request.computing_unit_id != self.unit_id:
-            violations.add(
-                "computing_unit_id", f"names another computing unit than this one ({self.unit_id})"
-            )
-        if request.request_id:
-            try:
-                uuid.UUID(request.request_id)
-            except ValueError:
-                violations.add("request_id", "must be a UUID")
-        if not request.HasField("workflow"):
-            violations.add("workflow", "is required")
-        violations.raise_if_any()
-        graph.validate(request.workflow)
 
     async def _resolve_tables(
         self, workflow: workflow_pb2.Workflow, warehouse_id: str
@@ -266,12 +264,15 @@ class ExecutionManager:
 
     def _compile(
         self,
-        session: SparkSession,
-        console: Accumulator[list[ConsoleEntry]],
         catalog: Catalog,
         tables: dict[str, tuple[str, ...]],
         workflow: workflow_pb2.Workflow,
-    ) -> CompiledWorkflow:
+    ) -> tuple[SparkSession, Accumulator[list[ConsoleEntry]], CompiledWorkflow]:
+        """A session of the execution's own, its console accumulator, and the compiled
+        workflow; JVM calls, so on a thread."""
+        session = self._spark.newSession()
+        console = self._spark.sparkContext.accumulator([], ConsoleParam())
+
         def read_iceberg(index: int, op: workflow_pb2.Operator) -> object:
             try:
                 return read_table(
@@ -282,8 +283,9 @@ class ExecutionManager:
                     f"no table {'.'.join(tables[op.operator_id])} in this warehouse"
                 ) from exc
 
-        compiler = WorkflowCompiler(session, console, read_iceberg)  # type: ignore[arg-type]
-        return compiler.compile(workflow)
+        compiled = WorkflowCompiler(session, console, read_iceberg).compile(workflow)  # type: ignore[arg-type]
+        check_queries(workflow, compiled, self._workflow_limits)
+        return session, console, compiled
 
     # Running ------------------------------------------------------------------------
 
@@ -298,35 +300,54 @@ class ExecutionManager:
             del self._executions[local.execution.execution_id]
 
     async def _run(self, local: LocalExecution, prepared: Prepared) -> None:
-        async with self._slots:
-            if local.terminal:  # cancelled while it waited
-                return
-            execution = local.execution
-            properties = {
-                naming.EXECUTION_ID: execution.execution_id,
-                naming.WORKFLOW_ID: execution.workflow_id,
-                naming.COMPUTING_UNIT_ID: self.unit_id,
-                naming.OUTPUT_PORT: "0",
-            }
-            run = ExecutionRun(
-                execution_id=execution.execution_id,
-                group=local.group,
-                session=prepared.session,
-                catalog=prepared.catalog,
-                compiled=prepared.compiled,
-                console=prepared.console,
-                telemetry=Telemetry(
-                    prepared.catalog,
-                    execution.execution_id,
-                    properties,
-                    self._settings.telemetry_interval_seconds,
-                ),
-                policy=self._policy,
-                table_properties=properties,
-                reporter=_LoopReporter(self, local, asyncio.get_running_loop()),
-                cancel_reason=lambda: local.cancel_reason,
+        pool = await self._pools.get()
+        try:
+            if not local.terminal:  # else cancelled while it waited
+                await self._run_in_pool(local, prepared, pool)
+        finally:
+            self._pools.put_nowait(pool)
+
+    async def _run_in_pool(self, local: LocalExecution, prepared: Prepared, pool: str) -> None:
+        execution = local.execution
+        properties = {
+            naming.EXECUTION_ID: execution.execution_id,
+            naming.WORKFLOW_ID: execution.workflow_id,
+            naming.COMPUTING_UNIT_ID: self.unit_id,
+            naming.OUTPUT_PORT: "0",
+        }
+        loop = asyncio.get_running_loop()
+        run = ExecutionRun(
+            execution_id=execution.execution_id,
+            group=local.group,
+            session=prepared.session,
+            catalog=prepared.catalog,
+            compiled=prepared.compiled,
+            console=prepared.console,
+            telemetry=Telemetry(
+                prepared.catalog,
+                execution.execution_id,
+                properties,
+                self._settings.telemetry_interval_seconds,
+            ),
+            policy=self._policy,
+            table_properties=properties,
+            reporter=_LoopReporter(self, local, loop),
+            cancel_reason=lambda: local.cancel_reason,
+            time_limit_reason=lambda: local.time_limit_reason,
+            limits=self._limits,
+            pool=pool,
+        )
+        running = loop.run_in_executor(self._threads, run)
+        try:
+            await asyncio.wait_for(asyncio.shield(running), self._limits.run_seconds)
+        except TimeoutError:
+            local.time_limit_reason = self._limits.run_time_exceeded()
+            log.warning(
+                "execution over its run time limit: stopping it",
+                extra={"execution_id": execution.execution_id},
             )
-            await asyncio.get_running_loop().run_in_executor(self._threads, run)
+            local.tasks.append(asyncio.create_task(self._keep_cancelling(local)))
+            await running
 
     def _changed(self, local: LocalExecution) -> None:
         """Wakes watchers and the registry sync; loop thread only."""
@@ -364,10 +385,14 @@ class ExecutionManager:
         local: LocalExecution,
         state: execution_pb2.ExecutionState.ValueType,
         error: execution_pb2.ExecutionError | None,
+        counts: StageCounts | None = None,
     ) -> None:
+        """counts: the run's last stage and task counts, if it ran (the periodic sample may
+        predate its last tasks)."""
         if local.terminal:
             return
-        self._sample(local, final=True)  # the periodic sample may predate the last tasks
+        if counts is not None:
+            self._show_progress(local, counts)
         final = local.snapshot()
         final.state = state
         final.end_time.CopyFrom(_now())
@@ -385,45 +410,17 @@ class ExecutionManager:
             },
         )
 
-    def sample_progress(self) -> None:
-        """Spark's stage and task counts of every running execution; loop thread."""
-        for local in self._executions.values():
+    async def sample_progress(self) -> None:
+        """Spark's stage and task counts of every running execution, read on a thread."""
+        context = self._spark.sparkContext
+        for local in list(self._executions.values()):
             if local.execution.state == EX.EXECUTION_STATE_RUNNING:
-                self._sample(local)
+                counts = await asyncio.to_thread(stage_counts, context, local.group)
+                self._show_progress(local, counts)
 
-    def _sample(self, local: LocalExecution, *, final: bool = False) -> None:
-        """final: the run is over, so stages that never started were skipped (Spark reused
-        their output) and do not count."""
-        tracker = self._spark.sparkContext.statusTracker()
-        stages = [
-            info
-            for job_id in tracker.getJobIdsForGroup(local.group)
-            if (job := tracker.getJobInfo(job_id)) is not None
-            for stage_id in job.stageIds
-            if (info := tracker.getStageInfo(stage_id)) is not None
-            and not (
-                final and info.numCompletedTasks + info.numActiveTasks + info.numFailedTasks == 0
-            )
-        ]
-        progress = local.execution.progress
-        counts = (
-            len(stages),
-            sum(1 for s in stages if s.numCompletedTasks >= s.numTasks),
-            sum(s.numTasks for s in stages),
-            sum(s.numCompletedTasks for s in stages),
-        )
-        if counts != (
-            progress.stages_total,
-            progress.stages_completed,
-            progress.tasks_total,
-            progress.tasks_completed,
-        ):
-            (
-                progress.stages_total,
-                progress.stages_completed,
-                progress.tasks_total,
-                progress.tasks_completed,
-            ) = counts
+    def _show_progress(self, local: LocalExecution, counts: StageCounts) -> None:
+        if not local.terminal and counts.differs_from(local.execution.progress):
+            counts.copy_to(local.execution.progress)
             self._changed(local)
 
     async def _sync(self, local: LocalExecution) -> None:
@@ -502,7 +499,7 @@ class ExecutionManager:
         """Cancels the run's Spark jobs until it ends: a job group's cancel reaches only the
         jobs running at that moment, and the run may be about to start another."""
         while not local.terminal:
-            self._spark.sparkContext.cancelJobGroup(local.group)
+            await asyncio.to_thread(self._spark.sparkContext.cancelJobGroup, local.group)
             await asyncio.sleep(0.5)
 
     async def cancel_all(self, reason: str) -> None:
@@ -542,4 +539,5 @@ class _LoopReporter:
         state: execution_pb2.ExecutionState.ValueType,
         error: execution_pb2.ExecutionError | None,
     ) -> None:
-        self.loop.call_soon_threadsafe(self.manager.mark_finished, self.local, state, error)
+        counts = stage_counts(self.manager.spark_context, self.local.group, final=True)
+        self.loop.call_soon_threadsafe(self.manager.mark_finished, self.local, state, error, counts)

@@ -5,6 +5,9 @@ and console messages, and reports progress and the final state through its
 Reporter. If anything fails or the execution is cancelled, every result table
 it created is dropped with its files (committed or not), so no partial result
 stays visible; statistics and console messages stay, to explain what happened.
+A failure caused by one of the unit's limits (run time, result bytes, memory)
+is reported as RESOURCE_LIMIT naming the limit (see cu_service.resource_limits).
+Its jobs go to the FAIR scheduler pool it was given.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
+from cu_service.resource_limits import RESOURCE_LIMIT, ResourceLimitExceeded, RunLimits
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
-from cu_service.workflow.udf import ConsoleEntry, parse_failure
+from cu_service.workflow.udf import ConsoleEntry, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
 from texera.lake.v1 import execution_pb2
@@ -64,11 +68,17 @@ class ExecutionRun:
     table_properties: dict[str, str]
     reporter: Reporter
     cancel_reason: Callable[[], str | None]
+    #: Why the manager stopped the run at its time limit, once it has.
+    time_limit_reason: Callable[[], str | None]
+    limits: RunLimits
+    #: The FAIR scheduler pool its jobs go to, one per running execution.
+    pool: str
     outputs: dict[str, WrittenOutput] = field(default_factory=dict)
 
     def __call__(self) -> None:
         context = self.session.sparkContext
         context.setJobGroup(self.group, f"execution {self.execution_id}", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", self.pool)
         for operator_id in self.compiled.order:
             facts = self.compiled.source_facts.get(operator_id)
             stats = OperatorStats(operator_id)
@@ -90,6 +100,7 @@ class ExecutionRun:
             self.reporter.finished(execution_pb2.EXECUTION_STATE_SUCCEEDED, None)
         finally:
             context.setJobGroup("", "")
+            context.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
     def _write_outputs(self) -> None:
         writer = OutputWriter(
@@ -99,6 +110,7 @@ class ExecutionRun:
             policy=self.policy,
             on_progress=self._progress,
             check_cancelled=self._check_cancelled,
+            over_limit=self.limits.result_bytes_exceeded,
         )
         for operator_id in self.compiled.materialized:
             self._check_cancelled()
@@ -121,7 +133,7 @@ class ExecutionRun:
             )
 
     def _check_cancelled(self) -> None:
-        if (reason := self.cancel_reason()) is not None:
+        if (reason := self.cancel_reason() or self.time_limit_reason()) is not None:
             raise Cancelled(reason)
 
     def _count_inputs(self) -> None:
@@ -154,29 +166,34 @@ class ExecutionRun:
         self._collect_console()
         cancelled = self.cancel_reason()
         failure = parse_failure(str(exc))
-        if cancelled is not None:
+        if failure is not None and failure.printed:
+            self.telemetry.console(
+                [
+                    ConsoleEntry(failure.operator_id, datetime.now(UTC), "INFO", line)
+                    for line in failure.printed.splitlines()
+                ]
+            )
+        limit = self._limit_exceeded(exc, failure)
+        state = execution_pb2.EXECUTION_STATE_FAILED
+        if limit is not None:
+            error = execution_pb2.ExecutionError(
+                reason=RESOURCE_LIMIT, message=str(limit), operator_id=limit.operator_id
+            )
+            self.telemetry.log("ERROR", error.message, operator_id=limit.operator_id)
+        elif cancelled is not None:
             state = execution_pb2.EXECUTION_STATE_CANCELLED
             error = execution_pb2.ExecutionError(
                 reason="CANCELLED_BY_USER", message=cancelled or "cancelled"
             )
             self.telemetry.log("WARNING", f"execution cancelled: {error.message}")
         elif failure is not None:
-            state = execution_pb2.EXECUTION_STATE_FAILED
             error = execution_pb2.ExecutionError(
                 reason="OPERATOR_FAILED", message=failure.error, operator_id=failure.operator_id
             )
-            if failure.printed:
-                self.telemetry.console(
-                    [
-                        ConsoleEntry(failure.operator_id, datetime.now(UTC), "INFO", line)
-                        for line in failure.printed.splitlines()
-                    ]
-                )
             self.telemetry.log(
                 "ERROR", failure.error, operator_id=failure.operator_id, traceback=failure.traceback
             )
         else:
-            state = execution_pb2.EXECUTION_STATE_FAILED
             error = execution_pb2.ExecutionError(reason=_reason(exc), message=_summary(exc))
             log.error("execution failed", exc_info=exc, extra={"execution_id": self.execution_id})
             self.telemetry.log(
@@ -189,6 +206,21 @@ class ExecutionRun:
         self._drop_results()
         self._close_telemetry()
         self.reporter.finished(state, error)
+
+    def _limit_exceeded(
+        self, exc: BaseException, failure: ParsedFailure | None
+    ) -> ResourceLimitExceeded | None:
+        """The limit the run went over, if that is why it failed. Its run time is known
+        first; a cancelled run's errors (killed workers, say) say nothing of limits."""
+        if (message := self.time_limit_reason()) is not None:
+            return ResourceLimitExceeded(message)
+        if self.cancel_reason() is not None:
+            return None
+        if isinstance(exc, ResourceLimitExceeded):
+            return exc
+        if failure is not None:
+            return self.limits.found_in(str(exc), failure.operator_id, failure.error)
+        return self.limits.found_in(str(exc))
 
     def _drop_results(self) -> None:
         """Drops every result table this run created, and files left under their data folders."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from dataclasses import dataclass
 
@@ -69,6 +70,66 @@ class ComputingUnitSettings(WarehouseClientSettings):
         scoped=True,
     )
 
+    # Limits: what one execution may ask for or use (see "Limits" in the README).
+    max_operators: int = setting("MAX_OPERATORS", 500, "Operators in one workflow.", scoped=True)
+    max_source_partitions: int = setting(
+        "MAX_SOURCE_PARTITIONS", 1000, "Partitions a range source may ask for.", scoped=True
+    )
+    max_range_rows: int = setting(
+        "MAX_RANGE_ROWS", 10_000_000_000, "Rows of one range source.", scoped=True
+    )
+    max_inline_rows: int = setting(
+        "MAX_INLINE_ROWS", 10_000, "Rows of one inline source.", scoped=True
+    )
+    max_inline_bytes: int = setting(
+        "MAX_INLINE_BYTES", 1024 * 1024, "Encoded bytes of one inline source.", scoped=True
+    )
+    max_expression_chars: int = setting(
+        "MAX_EXPRESSION_CHARS",
+        20_000,
+        "Characters of one expression (filter, projection, aggregate) or SQL query.",
+        scoped=True,
+    )
+    max_expression_depth: int = setting(
+        "MAX_EXPRESSION_DEPTH",
+        64,
+        "Nesting of parentheses and brackets in one expression or SQL query.",
+        scoped=True,
+    )
+    max_run_seconds: float = setting(
+        "MAX_RUN_SECONDS",
+        3600.0,
+        "Run time of one execution, from its start; then it is stopped.",
+        scoped=True,
+    )
+    max_result_bytes: int = setting(
+        "MAX_RESULT_BYTES",
+        10 * 1024**3,
+        "Bytes one execution writes across its outputs; then its write is stopped.",
+        scoped=True,
+    )
+    worker_memory_bytes: int = setting(
+        "WORKER_MEMORY_BYTES",
+        2 * 1024**3,
+        "Address space of each Python worker (users' functions and result writers).",
+        scoped=True,
+    )
+    worker_open_files: int = setting(
+        "WORKER_OPEN_FILES", 1024, "Open files of each Python worker.", scoped=True
+    )
+    worker_processes: int = setting(
+        "WORKER_PROCESSES",
+        256,
+        "Processes and threads of the Python workers' OS user (when the unit runs as root).",
+        scoped=True,
+    )
+    worker_user: str = setting(
+        "WORKER_USER",
+        "texera_worker",
+        "OS user the Python workers run as when the unit runs as root; created on first use.",
+        scoped=True,
+    )
+
     @property
     def computing_unit_id(self) -> str:
         return self.unit_id or f"cu-{socket.gethostname()}"[:64]
@@ -83,3 +144,26 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_TARGET_FILE_SIZE_BYTES must be at least 1 MiB")
+        if self.worker_memory_bytes < 256 * 1024 * 1024:
+            raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
+        for name in (
+            "max_operators",
+            "max_source_partitions",
+            "max_range_rows",
+            "max_inline_rows",
+            "max_inline_bytes",
+            "max_expression_chars",
+            "max_expression_depth",
+            "max_run_seconds",
+            "max_result_bytes",
+            "worker_open_files",
+            "worker_processes",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{self.variable_of(name)} must be positive")
+
+    @classmethod
+    def variable_of(cls, attribute: str) -> str:
+        """The environment variable of a setting, by its attribute name."""
+        [found] = [f for f in dataclasses.fields(cls) if f.name == attribute]
+        return cls.variable_name(found)

@@ -2,24 +2,33 @@
 
 Executions get their own sessions from it (SparkSession.newSession: private
 temporary views and SQL settings) and share its SparkContext, so Spark
-schedules their jobs side by side (FAIR scheduling) and each can be cancelled
-by its job group.
+schedules their jobs side by side (FAIR scheduling, a pool per running
+execution) and each can be cancelled by its job group. Python workers are
+confined by cu_service.worker_daemon.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import stat
 import sys
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+import cu_service
+from cu_service import worker_daemon
 from cu_service.settings import ComputingUnitSettings
+from cu_service.worker_daemon import Confinement
 from service_runtime.config import ConfigError
+from service_runtime.system_users import system_user
 
 log = logging.getLogger("cu_service.spark")
 
@@ -33,6 +42,47 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone=SESSION_TIME_ZONE)
 
 
+def analyzed_plan(frame: DataFrame) -> list[dict[str, Any]]:
+    """The nodes of a DataFrame's analyzed logical plan, as Spark writes them in JSON."""
+    nodes: list[dict[str, Any]] = json.loads(frame._jdf.queryExecution().analyzed().toJSON())
+    return nodes
+
+
+def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
+    """The limits of the Python workers, and their own OS user when the unit runs as root
+    and that user can read the interpreter and the packages the workers run."""
+    user = None
+    if os.geteuid() == 0:
+        closed = closed_to_workers()
+        if closed is None:
+            entry = system_user(settings.worker_user)
+            user = (entry.pw_uid, entry.pw_gid, entry.pw_dir)
+        else:
+            log.warning(
+                "Python workers run as root: other users cannot read %s, which they need", closed
+            )
+    return Confinement(
+        memory_bytes=settings.worker_memory_bytes,
+        open_files=settings.worker_open_files,
+        processes=settings.worker_processes,
+        user=user,
+    )
+
+
+def closed_to_workers() -> str | None:
+    """A folder that the workers need (the interpreter's, the packages', the unit's code) and
+    that users other than its owner cannot read, judged by permission bits; None when all are
+    open, so that the workers can run as a user of their own."""
+    for path in [sys.base_prefix, sys.prefix, *cu_service.__path__]:
+        folder = Path(path).resolve()
+        if not folder.stat().st_mode & stat.S_IROTH:
+            return str(folder)
+        for entered in [folder, *folder.parents]:
+            if not entered.stat().st_mode & stat.S_IXOTH:
+                return str(entered)
+    return None
+
+
 def start_spark(settings: ComputingUnitSettings) -> SparkSession:
     """Starts Spark (a JVM) for this unit; ConfigError says plainly when Java is missing."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -43,6 +93,8 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
     # Spark's Python workers must run this interpreter, with this environment's packages.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    confinement = worker_confinement(settings).encode()
+    os.environ[worker_daemon.VARIABLE] = confinement  # local mode: the JVM's own environment
     cores = os.cpu_count() or 2
     builder = (
         SparkSession.builder.master(settings.spark_master)
@@ -54,6 +106,12 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.python.use.daemon", "true")
+        .config("spark.python.daemon.module", worker_daemon.__name__)
+        .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", confinement)  # a cluster's
+        # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
+        # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
+        .config("spark.executor.killOnFatalError.depth", "0")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
     try:

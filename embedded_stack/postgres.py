@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
+from service_runtime.system_users import system_user
 
 SERVER_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -38,21 +39,7 @@ def _server_user() -> str | None:
     """The OS user to run PostgreSQL as: None for a non-root stack, else a system user."""
     if os.geteuid() != 0:
         return None
-    try:
-        pwd.getpwnam(SERVER_USER)
-    except KeyError:
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SERVER_USER,
-            ],
-            check=True,
-            capture_output=True,
-        )
+    system_user(SERVER_USER)
     return SERVER_USER
 
 

@@ -1,5 +1,8 @@
 """Static checks of a workflow before Spark sees it: ids, inputs, arity, cycles, required fields.
 
+Sizes (operators, rows, partitions, expression lengths) are the unit's settings, checked
+first by cu_service.workflow.limits.
+
 Every problem becomes a field violation whose path names the operator's place
 in the request (``workflow.operators[3].filter.condition``) and whose
 description names the operator id.
@@ -15,8 +18,6 @@ from service_runtime.errors import FieldViolations
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import workflow_pb2
 
-MAX_OPERATORS = 500
-MAX_INLINE_ROWS = 10_000
 MAX_TEXT = 100_000
 SOURCES = frozenset({"inline_source", "range_source", "file_source", "iceberg_table_source"})
 #: How many inputs each kind takes: an exact count, or (minimum, None) for "at least".
@@ -59,11 +60,6 @@ def _inline(violations: FieldViolations, path: str, who: str, op: workflow_pb2.O
     source = op.inline_source
     violations.check(bool(source.columns), f"{path}.columns", f"{who}: needs at least one column")
     _columns(violations, f"{path}.columns", who, list(source.columns))
-    violations.check(
-        len(source.rows) <= MAX_INLINE_ROWS,
-        f"{path}.rows",
-        f"{who}: at most {MAX_INLINE_ROWS} rows inline",
-    )
     for index, row in enumerate(source.rows):
         if len(row.values) != len(source.columns):
             violations.add(
@@ -249,9 +245,6 @@ def validate(workflow: workflow_pb2.Workflow, field: str = "workflow") -> list[s
     )
     if not operators:
         violations.add(f"{field}.operators", "a workflow needs at least one operator")
-    violations.check(
-        len(operators) <= MAX_OPERATORS, f"{field}.operators", f"at most {MAX_OPERATORS} operators"
-    )
     index_of: dict[str, int] = {}
     for index, op in enumerate(operators):
         path = f"{field}.operators[{index}]"

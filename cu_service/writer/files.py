@@ -31,6 +31,7 @@ from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table.metadata import TableMetadata
 from pyspark import TaskContext
 
+from cu_service.resource_limits import RESULT_BYTES_MARKER
 from cu_service.table_access import TableAccess
 
 #: The schema of what write_partition yields: one pickled file description per row.
@@ -47,7 +48,13 @@ class WriteSpec:
     #: Where the files go: ``<table location>/data/<execution id>``.
     data_location: str
     target_file_size: int
+    #: Bytes this task may write at most (what is left of the execution's result limit).
+    max_bytes: int
     row_group_rows: int = 262_144
+
+
+class ResultBytesExceeded(Exception):
+    """A task wrote more than its execution may; the driver fails the execution."""
 
 
 class _RollingParquetWriter:
@@ -63,6 +70,7 @@ class _RollingParquetWriter:
         self._writer: pq.ParquetWriter | None = None
         self._stream: Any = None
         self._path = ""
+        self._finished_bytes = 0
         context = TaskContext.get()
         self._task = (
             f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
@@ -81,6 +89,12 @@ class _RollingParquetWriter:
                 **self._writer_kwargs,
             )
         self._writer.write_table(table, row_group_size=max(len(table), 1))
+        written = self._finished_bytes + self._stream.tell()
+        if written > self._spec.max_bytes:
+            raise ResultBytesExceeded(
+                f"{RESULT_BYTES_MARKER} a task wrote {written} bytes, over the "
+                f"{self._spec.max_bytes} its execution had left"
+            )
         if self._stream.tell() >= self._spec.target_file_size:
             self.close_file()
 
@@ -90,6 +104,7 @@ class _RollingParquetWriter:
         self._writer.close()
         size = self._stream.tell()
         self._stream.close()
+        self._finished_bytes += size
         statistics = data_file_statistics_from_parquet_metadata(
             parquet_metadata=self._writer.writer.metadata,
             stats_columns=self._stats_plan,

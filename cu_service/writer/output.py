@@ -37,6 +37,8 @@ class WritePolicy:
     target_file_size: int
     commit_interval_seconds: float
     commit_max_bytes: int
+    #: Bytes one execution may write across its outputs.
+    max_result_bytes: int
 
 
 @dataclass
@@ -72,13 +74,18 @@ class OutputWriter:
         policy: WritePolicy,
         on_progress: Callable[[WrittenOutput], None],
         check_cancelled: Callable[[], None],
+        over_limit: Callable[[int], Exception],
     ) -> None:
+        """over_limit: the error to raise once the bytes written pass the policy's limit."""
         self._catalog = catalog
         self._execution_id = execution_id
         self._properties = table_properties
         self._policy = policy
         self._on_progress = on_progress
         self._check_cancelled = check_cancelled
+        self._over_limit = over_limit
+        #: Bytes written so far across every output of this writer.
+        self._written = 0
 
     def write(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> WrittenOutput:
         """Creates the output's table and fills it; output is updated as it goes."""
@@ -93,6 +100,7 @@ class OutputWriter:
             access=TableAccess.of(self._catalog, table),
             data_location=f"{table.location()}/data/{self._execution_id}",
             target_file_size=self._policy.target_file_size,
+            max_bytes=self._policy.max_result_bytes - self._written,
         )
         rdd = frame.mapInArrow(partial(write_partition, spec), FILES_SCHEMA).rdd
         context = frame.sparkSession.sparkContext
@@ -110,8 +118,12 @@ class OutputWriter:
             pending += described
             output.rows += sum(int(d["record_count"]) for d in described)
             output.files += len(described)
-            output.bytes += sum(int(d["file_size_in_bytes"]) for d in described)
+            wave_bytes = sum(int(d["file_size_in_bytes"]) for d in described)
+            output.bytes += wave_bytes
+            self._written += wave_bytes
             self._on_progress(output)
+            if self._written > self._policy.max_result_bytes:
+                raise self._over_limit(self._written)
             pending_bytes = sum(int(d["file_size_in_bytes"]) for d in pending)
             due = time.monotonic() - last_commit >= self._policy.commit_interval_seconds
             if pending and (due or pending_bytes >= self._policy.commit_max_bytes):

@@ -93,7 +93,8 @@ class UnitClient:
 
 
 def unit_as(stack: Stack, user_id: str, part: str = "cu-service") -> UnitClient:
-    """ExecutionService of part (the stack's unit, or the gateway) as user_id."""
+    """A client of ExecutionService at part (the stack's unit, one from start_part, or the
+    gateway), as user_id."""
     channel = grpc.insecure_channel(stack.target(part))
     return UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
@@ -102,16 +103,24 @@ def unit_as(stack: Stack, user_id: str, part: str = "cu-service") -> UnitClient:
     )
 
 
+def bucket_keys(stack: Stack, bucket: str) -> list[str]:
+    """Every object key in a bucket, as the storage holds it."""
+    listed = stack.s3.admin_s3().list_objects_v2(Bucket=bucket)
+    return [item["Key"] for item in listed.get("Contents", [])]
+
+
 def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}
 
 
-def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:
-    """A user with a warehouse on a bucket of their own."""
+def new_user(
+    stack: Stack, name: str, part: str = "cu-service"
+) -> tuple[UnitClient, str, BucketGrant]:
+    """A user with a warehouse on a bucket of their own, and a client of the unit `part`."""
     user_id = f"{name}-{uuid.uuid4().hex[:6]}"
     grant = stack.provision_bucket(name)
     warehouse = create_warehouse(user(stack, user_id), grant)
-    return unit_as(stack, user_id), warehouse.warehouse_id, grant
+    return unit_as(stack, user_id, part), warehouse.warehouse_id, grant
 
 
 SLOW_UDF = udf(

@@ -24,6 +24,7 @@ from lake_tables.naming import result_table
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
     UnitClient,
+    bucket_keys,
     filtered_numbers,
     new_user,
     slow_workflow,
@@ -192,11 +193,11 @@ def test_concurrent_executions_land_in_their_own_buckets_exactly_as_spark_comput
         ("bob", bob_grant, alice_grant),
     ):
         execution_id = finished[name].execution_id
-        own = _keys(stack, grant.bucket)
+        own = bucket_keys(stack, grant.bucket)
         assert any(execution_id.replace("-", "_") in key for key in own)
         assert not any(
             execution_id.replace("-", "_") in key or execution_id in key
-            for key in _keys(stack, other_grant.bucket)
+            for key in bucket_keys(stack, other_grant.bucket)
         )
 
     expected = {name: expected_rows(local_spark, flow) for name, flow in flows.items()}
@@ -214,11 +215,6 @@ def test_concurrent_executions_land_in_their_own_buckets_exactly_as_spark_comput
             assert snapshot is not None
             assert snapshot.summary["texera.execution-id"] == execution.execution_id
             assert table.properties["texera.workflow-id"] == f"sales-{name}"
-
-
-def _keys(stack: Stack, bucket: str) -> list[str]:
-    listed = stack.s3.admin_s3().list_objects_v2(Bucket=bucket)
-    return [item["Key"] for item in listed.get("Contents", [])]
 
 
 def test_watch_reports_progress_and_ends_with_the_final_state(stack: Stack) -> None:
@@ -279,7 +275,7 @@ def test_a_udf_exception_fails_the_execution_and_keeps_its_traceback(stack: Stac
     assert (
         catalog.list_tables("results") == []
     )  # the output committed before the failure is gone too
-    assert not [k for k in _keys(stack, grant.bucket) if "/results/" in k and "/data/" in k]
+    assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k and "/data/" in k]
     [console_table] = catalog.list_tables("console_logs")
     messages = catalog.load_table(console_table).scan().to_arrow().to_pylist()
     errors = [m for m in messages if m["level"] == "ERROR"]
@@ -332,7 +328,7 @@ def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:
     assert ended.error.message == "not needed any more"
     catalog = rest_catalog(stack, f"texera-{warehouse_id}")
     assert catalog.list_tables("results") == []
-    assert not [k for k in _keys(stack, grant.bucket) if "/results/" in k]
+    assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k]
     # Cancelling what has ended changes nothing.
     assert client.cancel(execution.execution_id) == ended
 

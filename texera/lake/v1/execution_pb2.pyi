@@ -153,7 +153,8 @@ class ExecutionError(_message.Message):
     reason: _builtins.str
     """Machine-readable cause in UPPER_SNAKE_CASE, for example
     `INVALID_WORKFLOW`, `OPERATOR_FAILED`, `CANCELLED_BY_USER`,
-    `COMPUTING_UNIT_LOST`, `STORAGE_UNAVAILABLE`.
+    `COMPUTING_UNIT_LOST`, `STORAGE_UNAVAILABLE`, `RESOURCE_LIMIT` (a limit of the
+    computing unit, named in the message).
     """
     message: _builtins.str
     """Human-readable explanation. No secrets and no stack traces (those are in
