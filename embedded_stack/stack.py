@@ -7,7 +7,10 @@ endpoint keeps its data in memory, so the embedded PostgreSQL's data is reset
 too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
 JWT secret, the catalog's encryption key, the S3 administrator's key) are
-generated into files of mode 0600 in the state dir and never printed.
+generated into files of mode 0600 in the state dir and never printed; processes
+get them as ``*_FILE`` settings. The registry is the development catalog's one
+OAuth2 client (its secret generated like the others) and bootstraps the catalog,
+which makes it the catalog's admin.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import shutil
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +44,8 @@ from warehouse_service.settings import WarehouseServiceSettings
 ENDPOINTS_FILE = "stack.json"
 SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
 CATALOG_KEY_FILE = "catalog-encryption-key"
+CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
+CATALOG_CLIENT_ID = "texera-lake-registry"
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,16 @@ def _secret_file(path: Path) -> str:
     return path.read_text().strip()
 
 
+def secret_setting(variable: str, path: Path, value: str | None = None) -> dict[str, str]:
+    """The ``_FILE`` setting of a secret kept in path (mode 0600), writing value there first."""
+    if value is not None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(value)
+    return {f"{variable}_FILE": str(path)}
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback http
@@ -159,6 +175,7 @@ class Stack:
         self.ports = Ports.choose(self.settings, self._environ, ephemeral=ephemeral_ports)
         self.jwt_secret = _secret_file(self.state_dir / SECRET_FILE)
         self._catalog_key = _secret_file(self.state_dir / CATALOG_KEY_FILE)
+        self._catalog_client_secret = _secret_file(self.state_dir / CATALOG_CLIENT_SECRET_FILE)
         host = self.settings.host
         self.postgres = EmbeddedPostgres(
             self.state_dir / "postgres", host, self.ports.postgres, self.log_dir / "postgres.log"
@@ -176,6 +193,26 @@ class Stack:
     def catalog_url(self) -> str:
         """Base URL of the development catalog (Lakekeeper's layout)."""
         return f"http://{self.settings.host}:{self.ports.catalog}"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.state_dir / "secrets"
+
+    def catalog_token(self, catalog_url: str | None = None) -> str:
+        """An access token of the registry's catalog client (the catalog's admin)."""
+        request = urllib.request.Request(  # noqa: S310 - loopback http
+            f"{catalog_url or self.catalog_url}/oauth2/token",
+            data=urllib.parse.urlencode(
+                {
+                    "grant_type": "client_credentials",
+                    "client_id": CATALOG_CLIENT_ID,
+                    "client_secret": self._catalog_client_secret,
+                }
+            ).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+            return str(json.load(response)["access_token"])
 
     def target(self, service: str) -> str:
         return f"{self.settings.host}:{self.ports.grpc[service]}"
@@ -211,29 +248,54 @@ class Stack:
         return self.postgres.dsn()
 
     def _start_catalog(self, timeout: float = 60.0) -> ManagedProcess:
+        process = self._catalog_process("dev-catalog", self.ports.catalog, {}, timeout)
+        self._bootstrap_catalog()
+        return process
+
+    def _catalog_process(
+        self, name: str, port: int, env: dict[str, str], timeout: float
+    ) -> ManagedProcess:
+        prefix = f"{ENV_PREFIX}DEV_CATALOG_"
+        clients = json.dumps({CATALOG_CLIENT_ID: self._catalog_client_secret})
         env = {
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
-            f"{ENV_PREFIX}DEV_CATALOG_PORT": str(self.ports.catalog),
-            f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
-            f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self._catalog_key,
+            f"{prefix}PORT": str(port),
+            **secret_setting(
+                f"{prefix}DATABASE_URL",
+                self.secrets_dir / name / "database-url",
+                self.catalog_database_url,
+            ),
+            **secret_setting(f"{prefix}ENCRYPTION_KEY", self.state_dir / CATALOG_KEY_FILE),
+            **secret_setting(f"{prefix}CLIENTS", self.secrets_dir / name / "clients.json", clients),
+            **env,
         }
         process = ManagedProcess(
-            "dev-catalog",
+            name,
             [sys.executable, "-m", "embedded_stack.dev_catalog"],
-            self.log_dir / "dev-catalog.log",
+            self.log_dir / f"{name}.log",
             env=env,
         )
-        wait_until(lambda: _http_ok(f"{self.catalog_url}/health"), process, timeout, "the catalog")
-        self._bootstrap_catalog()
+        url = f"http://{self.settings.host}:{port}"
+        wait_until(lambda: _http_ok(f"{url}/health"), process, timeout, name)
         return process
+
+    def start_catalog(self, name: str, env: dict[str, str], timeout: float = 60.0) -> str:
+        """Starts one more development catalog on the stack's catalog database, as part `name`
+        on a free port with env added to its settings (for tests); its base URL."""
+        port = free_port(self.settings.host)
+        self._processes.append(self._catalog_process(name, port, env, timeout))
+        return f"http://{self.settings.host}:{port}"
 
     def _bootstrap_catalog(self) -> None:
         request = urllib.request.Request(  # noqa: S310 - loopback http
             f"{self.catalog_url}/management/v1/bootstrap",
             data=json.dumps({"accept-terms-of-use": True}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.catalog_token()}",
+            },
             method="POST",
         )
         try:
@@ -243,14 +305,13 @@ class Stack:
             if b"CatalogAlreadyBootstrapped" not in exc.read():  # a restarted catalog
                 raise ProcessFailed(f"bootstrapping the catalog failed: HTTP {exc.code}") from exc
 
-    def _service_env(self) -> dict[str, str]:
+    def _service_env(self, service: ServiceSpec) -> dict[str, str]:
         env = {
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
-            f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
+            **secret_setting(f"{ENV_PREFIX}JWT_SECRET", self.state_dir / SECRET_FILE),
             f"{ENV_PREFIX}LOG_LEVEL": self.settings.log_level,
-            f"{ENV_PREFIX}WAREHOUSE_DATABASE_URL": self.database_url,
             f"{ENV_PREFIX}CATALOG_URI": f"{self.catalog_url}/catalog",
             f"{ENV_PREFIX}CATALOG_MANAGEMENT_URI": f"{self.catalog_url}/management",
             f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
@@ -262,7 +323,24 @@ class Stack:
             scope = spec.settings.scope
             env[f"{ENV_PREFIX}{scope}_PORT"] = str(self.ports.grpc[spec.name])
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
+        if service.settings is WarehouseServiceSettings:
+            env |= self._registry_secrets()
         return env
+
+    def _registry_secrets(self) -> dict[str, str]:
+        """What only the registry holds: its database and its catalog client."""
+        return {
+            **secret_setting(
+                f"{ENV_PREFIX}WAREHOUSE_DATABASE_URL",
+                self.secrets_dir / "warehouse-service" / "database-url",
+                self.database_url,
+            ),
+            f"{ENV_PREFIX}CATALOG_TOKEN_URI": f"{self.catalog_url}/oauth2/token",
+            f"{ENV_PREFIX}CATALOG_CLIENT_ID": CATALOG_CLIENT_ID,
+            **secret_setting(
+                f"{ENV_PREFIX}CATALOG_CLIENT_SECRET", self.state_dir / CATALOG_CLIENT_SECRET_FILE
+            ),
+        }
 
     def _start_service(
         self,
@@ -278,7 +356,7 @@ class Stack:
             name,
             [sys.executable, "-m", spec.module],
             self.log_dir / f"{name}.log",
-            env={**self._service_env(), **(env or {})},
+            env={**self._service_env(spec), **(env or {})},
         )
         target = self.target(name)
         wait_until(lambda: probe(target) in answers, process, timeout, name)

@@ -5,6 +5,10 @@ as *scoped* is read per service: ``TEXERA_LAKE_<SCOPE>_<NAME>`` (for example
 ``TEXERA_LAKE_GATEWAY_PORT``), so that one environment can configure the whole
 mesh. Defaults are those of the embedded stack on one machine.
 
+A setting declared *secret* never comes from the environment itself: it is
+read from the file that ``<variable>_FILE`` names, which must be readable by
+its owner only.
+
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
 table of the README's configuration section.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +56,27 @@ def _parse(kind: Any, raw: str) -> Any:
     return raw
 
 
+def _secret(variable: str, env: Mapping[str, str]) -> str | None:
+    """A secret setting's value, read from the file ``<variable>_FILE`` names."""
+    if variable in env:
+        raise ConfigError(
+            f"{variable} is a secret and is not read from the environment; "
+            f"put it in a file readable by this process's user only and set {variable}_FILE"
+        )
+    path = env.get(f"{variable}_FILE")
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            if stat.S_IMODE(os.fstat(file.fileno()).st_mode) & 0o077:
+                raise ConfigError(
+                    f"{variable}_FILE: {path} must not be readable or writable by group or others"
+                )
+            return file.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"{variable}_FILE: cannot read {path}: {exc.strerror}") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     """Base of every settings class; subclasses declare fields with setting()."""
@@ -66,7 +92,7 @@ class Settings:
         errors: list[str] = []
         for f in dataclasses.fields(cls):
             variable = cls.variable_name(f)
-            raw = env.get(variable)
+            raw = _secret(variable, env) if f.metadata["secret"] else env.get(variable)
             if raw is None:
                 continue
             try:
@@ -84,21 +110,26 @@ class Settings:
 
     @classmethod
     def secret_variables(cls) -> list[str]:
-        """The environment variables of the settings marked secret."""
-        return [cls.variable_name(f) for f in dataclasses.fields(cls) if f.metadata["secret"]]
+        """The environment variables naming the files of the settings marked secret."""
+        return [
+            f"{cls.variable_name(f)}_FILE" for f in dataclasses.fields(cls) if f.metadata["secret"]
+        ]
 
     @classmethod
     def describe(cls) -> Iterator[tuple[str, str, str]]:
         """Yields (variable, default, help) for every setting."""
         for f in dataclasses.fields(cls):
-            default = "" if f.metadata["secret"] else str(f.default)
-            yield cls.variable_name(f), default, f.metadata["help"]
+            if f.metadata["secret"]:
+                yield f"{cls.variable_name(f)}_FILE", "", "File holding: " + f.metadata["help"]
+            else:
+                yield cls.variable_name(f), str(f.default), f.metadata["help"]
 
     def require(self, attribute: str) -> None:
         """Raises ConfigError naming the variable when a setting is empty."""
         if not getattr(self, attribute):
             f = next(f for f in dataclasses.fields(self) if f.name == attribute)
-            raise ConfigError(f"{self.variable_name(f)} must be set: {f.metadata['help']}")
+            variable = self.variable_name(f) + ("_FILE" if f.metadata["secret"] else "")
+            raise ConfigError(f"{variable} must be set: {f.metadata['help']}")
 
     def __repr__(self) -> str:
         shown = (

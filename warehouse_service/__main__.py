@@ -23,6 +23,7 @@ def build() -> ServiceProcess:
         settings.catalog_project_id,
         timeout_seconds=settings.catalog_timeout_seconds,
         attempts=settings.catalog_attempts,
+        oauth=settings.catalog_oauth(),
     )
     background: list[asyncio.Task[None]] = []
 
@@ -56,6 +57,7 @@ def build() -> ServiceProcess:
             ServiceBinding.of(
                 LedgerServicer(
                     db,
+                    catalog,
                     jwt_secret=settings.jwt_secret,
                     catalog_uri=settings.catalog_uri,
                     project_id=settings.catalog_project_id,

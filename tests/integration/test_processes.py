@@ -39,11 +39,14 @@ def _wait_for_line(
     raise AssertionError(f"{marker!r} never appeared; output so far:\n{''.join(seen)}")
 
 
-def test_sigterm_lets_the_call_in_flight_finish(jwt_secret: str) -> None:
+def test_sigterm_lets_the_call_in_flight_finish(jwt_secret: str, tmp_path: Path) -> None:
     port = free_port("127.0.0.1")
+    secret_path = tmp_path / "jwt-secret"
+    secret_path.touch(mode=0o600)
+    secret_path.write_text(jwt_secret)
     env = {
         **os.environ,
-        "TEXERA_LAKE_JWT_SECRET": jwt_secret,
+        "TEXERA_LAKE_JWT_SECRET_FILE": str(secret_path),
         "TEXERA_LAKE_SLOW_PORT": str(port),
         "PYTHONUNBUFFERED": "1",
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -47,20 +48,48 @@ def test_malformed_values_are_refused_naming_each_variable() -> None:
     assert "TEXERA_LAKE_EXAMPLE_VERBOSE" in str(error.value)
 
 
-def test_repr_hides_secret_values() -> None:
-    settings = ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD": "hunter2-canary"})
+def secret_file(directory: Path, value: str, mode: int = 0o600) -> str:
+    path = directory / "secret"
+    path.write_text(value + "\n")
+    path.chmod(mode)
+    return str(path)
+
+
+def test_secrets_are_read_from_their_file_and_hidden_by_repr(tmp_path: Path) -> None:
+    path = secret_file(tmp_path, "hunter2-canary")
+    settings = ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": path})
     assert settings.password == "hunter2-canary"
     assert "hunter2-canary" not in repr(settings)
 
 
-def test_server_settings_validation_names_the_variable() -> None:
-    with pytest.raises(ConfigError, match="TEXERA_LAKE_JWT_SECRET must be set"):
+def test_secrets_in_the_environment_are_refused_naming_the_file_variable() -> None:
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_PASSWORD_FILE") as error:
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD": "hunter2-canary"})
+    assert "hunter2-canary" not in str(error.value)
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660])
+def test_secret_files_others_can_read_are_refused(tmp_path: Path, mode: int) -> None:
+    path = secret_file(tmp_path, "hunter2-canary", mode)
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_PASSWORD_FILE"):
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": path})
+
+
+def test_a_missing_secret_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_PASSWORD_FILE"):
+        ExampleSettings.from_env({"TEXERA_LAKE_PASSWORD_FILE": str(tmp_path / "absent")})
+
+
+def test_server_settings_validation_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_JWT_SECRET_FILE must be set"):
         ServerSettings.from_env({}).validate()
+    short = secret_file(tmp_path, "short")
     with pytest.raises(ConfigError, match="TEXERA_LAKE_JWT_SECRET must be at least 32"):
-        ServerSettings.from_env({"TEXERA_LAKE_JWT_SECRET": "short"}).validate()
+        ServerSettings.from_env({"TEXERA_LAKE_JWT_SECRET_FILE": short}).validate()
+    long_enough = secret_file(tmp_path, "x" * 32)
     with pytest.raises(ConfigError, match="TEXERA_LAKE_LOG_LEVEL"):
         ServerSettings.from_env(
-            {"TEXERA_LAKE_JWT_SECRET": "x" * 32, "TEXERA_LAKE_LOG_LEVEL": "LOUD"}
+            {"TEXERA_LAKE_JWT_SECRET_FILE": long_enough, "TEXERA_LAKE_LOG_LEVEL": "LOUD"}
         ).validate()
 
 
