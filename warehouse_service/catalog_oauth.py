@@ -9,9 +9,11 @@ logged.
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote_plus
 
 import aiohttp
 
@@ -60,6 +62,9 @@ class OAuthClient:
         self._token: AccessToken | None = None
         self._refresh_at = 0.0
         self._scoped: dict[str, tuple[AccessToken, float]] = {}
+        # RFC 6749 §2.3.1: both parts form-encoded, then HTTP Basic.
+        pair = f"{quote_plus(client_id)}:{quote_plus(client_secret)}".encode()
+        self._basic = {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
 
     async def token(self, session: aiohttp.ClientSession) -> str:
         """The registry's own access token, fetched again shortly before it expires."""
@@ -98,8 +103,7 @@ class OAuthClient:
     async def _post(
         self, session: aiohttp.ClientSession, form: dict[str, str]
     ) -> tuple[AccessToken, float]:
-        auth = aiohttp.BasicAuth(self._client_id, self._secret)
-        async with session.post(self._token_uri, data=form, auth=auth) as response:
+        async with session.post(self._token_uri, data=form, headers=self._basic) as response:
             body = await json_or_none(response)
             if response.status >= 500 or body is None:
                 raise TokenEndpointFailed(f"token endpoint HTTP {response.status}")
