@@ -23,7 +23,6 @@ from urllib.parse import unquote_plus
 
 import jwt
 from aiohttp import web
-from multidict import MultiDictProxy
 
 from embedded_stack.dev_catalog.errors import CatalogError
 from embedded_stack.dev_catalog.permissions import Access
@@ -95,7 +94,7 @@ class TokenEndpoint:
         except OAuthError as exc:
             return exc.response()
 
-    def _client(self, request: web.Request, form: MultiDictProxy[str | bytes | object]) -> str:
+    def _client(self, request: web.Request, form: Mapping[str, object]) -> str:
         basic = _basic_credentials(request.headers.get("Authorization", ""))
         in_form = form.get("client_id"), form.get("client_secret")
         if basic is not None and in_form[1] is not None:
@@ -108,9 +107,7 @@ class TokenEndpoint:
             raise OAuthError(401, "invalid_client", "unknown client or wrong secret")
         return client_id
 
-    def _client_credentials(
-        self, client_id: str, form: MultiDictProxy[str | bytes | object]
-    ) -> str:
+    def _client_credentials(self, client_id: str, form: Mapping[str, object]) -> str:
         requested = str(form.get("scope") or CATALOG_SCOPE).split()
         if requested != [CATALOG_SCOPE]:
             raise OAuthError(
@@ -118,9 +115,7 @@ class TokenEndpoint:
             )
         return self._tokens.issue(client_id)
 
-    async def _exchange(
-        self, client_id: str, form: MultiDictProxy[str | bytes | object]
-    ) -> WarehouseScope:
+    async def _exchange(self, client_id: str, form: Mapping[str, object]) -> WarehouseScope:
         subject_token = form.get("subject_token")
         if not isinstance(subject_token, str) or form.get("subject_token_type") != (
             ACCESS_TOKEN_TYPE

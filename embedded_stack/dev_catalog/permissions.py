@@ -16,7 +16,7 @@ nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -200,12 +200,15 @@ class PermissionsApi:
         return await self._update(request, record.id, WAREHOUSE_RELATIONS)
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 def authentication(tokens: TokenIssuer, access: Access) -> Any:
     """Middleware: every management and catalog call needs a valid bearer token, and the
     principal's assignments (or its token's scope) must allow it."""
 
     @web.middleware
-    async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         path = request.path
         if not path.startswith(("/management/", "/catalog/")):
             return await handler(request)
@@ -219,7 +222,6 @@ def authentication(tokens: TokenIssuer, access: Access) -> Any:
         elif (prefix := request.match_info.get("prefix")) is not None:
             needed = READ if request.method in ("GET", "HEAD") else WRITE
             await access.require_warehouse(principal, prefix, needed)
-        response: web.StreamResponse = await handler(request)
-        return response
+        return await handler(request)
 
     return authenticate

@@ -302,8 +302,9 @@ def test_deactivate_activate_and_rename(stack: Stack, warehouse: str) -> None:
         == 200
     )
     assert (
-        requests.get(config_url, params={"warehouse": warehouse}, headers=admin, timeout=30)
-        .status_code
+        requests.get(
+            config_url, params={"warehouse": warehouse}, headers=admin, timeout=30
+        ).status_code
         == 404
     )
 

@@ -215,10 +215,11 @@ async def test_warehouse_tokens_are_exchanged_for_the_registrys_and_shared(
         reader = await client.warehouse_token("wh-1", write=False)
     finally:
         await client.close()
-    assert first is not None and reader is not None
+    assert first is not None
+    assert reader is not None
     assert again is first
     assert (first.token, reader.token) == ("token-2", "token-3")
-    own, exchange, read_exchange = scripted.token_forms
+    _own, exchange, read_exchange = scripted.token_forms
     assert exchange["grant_type"] == TOKEN_EXCHANGE
     assert exchange["subject_token"] == "token-1"
     assert (exchange["scope"], read_exchange["scope"]) == (

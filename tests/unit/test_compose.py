@@ -103,6 +103,9 @@ def _environment_items(services: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def test_no_secret_is_written_into_the_compose_file(services: dict[str, Any]) -> None:
     for name, key, value in _environment_items(services):
+        if key.endswith("_FILE"):  # a secret setting's file: a compose secret, mounted
+            assert value.startswith("/run/secrets/"), f"{name}.{key} must name a compose secret"
+            continue
         if SECRET_NAME.search(key) or ("://" in value and "@" in value):
             assert VARIABLE.search(value), f"{name}.{key} must come from .env"
             literal = VARIABLE.sub("", value)
