@@ -51,7 +51,7 @@ from benchmarks.shared import (
 )
 from embedded_stack.processes import ManagedProcess, wait_until
 from embedded_stack.settings import StackSettings
-from embedded_stack.stack import Stack
+from embedded_stack.stack import Stack, write_secret
 from lake_client.result_stream import ResultStream
 from texera.lake.v1 import result_service_pb2, result_service_pb2_grpc
 
@@ -130,7 +130,13 @@ def reference_server(
         "flight-reference",
         [
             *(sys.executable, "-m", "benchmarks.flight_reference"),
-            *(f"{stack.catalog_url}/catalog", warehouse, namespace, name),
+            f"{stack.catalog_url}/catalog",
+            str(
+                write_secret(
+                    stack.secrets_dir / "flight-reference" / "token", stack.catalog_token()
+                )
+            ),
+            *(warehouse, namespace, name),
         ],
         log,
     )

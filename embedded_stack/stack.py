@@ -140,13 +140,19 @@ def _secret_file(path: Path) -> str:
     return path.read_text().strip()
 
 
+def write_secret(path: Path, value: str) -> Path:
+    """Writes value into path, a file only its owner may read or write (0600)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(value)
+    return path
+
+
 def secret_setting(variable: str, path: Path, value: str | None = None) -> dict[str, str]:
     """The ``_FILE`` setting of a secret kept in path (mode 0600), writing value there first."""
     if value is not None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.chmod(0o600)
-        path.write_text(value)
+        write_secret(path, value)
     return {f"{variable}_FILE": str(path)}
 
 

@@ -120,7 +120,11 @@ class Settings:
         """Yields (variable, default, help) for every setting."""
         for f in dataclasses.fields(cls):
             if f.metadata["secret"]:
-                yield f"{cls.variable_name(f)}_FILE", "", "Path of a file holding: " + f.metadata["help"]
+                yield (
+                    f"{cls.variable_name(f)}_FILE",
+                    "",
+                    "Path of a file holding: " + f.metadata["help"],
+                )
             else:
                 yield cls.variable_name(f), str(f.default), f.metadata["help"]
 
