@@ -112,7 +112,8 @@ class CatalogClient:
         try:
             return {"Authorization": f"Bearer {await self._oauth.token(self._session)}"}
         except TokenEndpointError as exc:
-            raise CatalogError(exc.status, exc.error, exc.description) from exc
+            # Whatever the provider refuses (client, scope, audience), our configuration is wrong.
+            raise CatalogError(401, exc.error, exc.description) from exc
 
     async def _request(self, method: str, url: str, *, json: Any = None, params: Any = None) -> Any:
         """The JSON answer (None when empty); raises CatalogError or CatalogUnavailable."""

@@ -41,9 +41,6 @@ class AccessToken:
     token: str = field(repr=False)
     expires_at: float  # seconds since the epoch
 
-    def remaining(self) -> float:
-        return self.expires_at - time.time()
-
 
 def _margin(lifetime: float) -> float:
     """How long before expiry a token is replaced: a quarter of its life, at most 30 s."""

@@ -50,7 +50,6 @@ class Principal:
     """Who calls, as a verified token says."""
 
     client_id: str
-    expires_at: int
     #: Set for a warehouse-scoped token: the one warehouse and access it grants.
     scope: WarehouseScope | None = None
 
@@ -93,7 +92,7 @@ class TokenIssuer:
         warehouse = WarehouseScope.parse(scope)
         if warehouse is None and scope != CATALOG_SCOPE:
             raise jwt.InvalidTokenError("unknown scope")
-        return Principal(str(claims["sub"]), int(claims["exp"]), warehouse)
+        return Principal(str(claims["sub"]), warehouse)
 
     def principal(self, request: web.Request) -> Principal:
         """The principal of a request's bearer token; 401 without a valid one."""
