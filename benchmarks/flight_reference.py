@@ -9,14 +9,16 @@ StreamResult's gap to it is what Python gRPC adds.
 
 No auth, no access checks: it exists for the benchmark only, on loopback.
 
-Run (the benchmark does): python -m benchmarks.flight_reference CATALOG_URI WAREHOUSE NAMESPACE
-TABLE; it prints its port, then serves DoGet (any ticket: the whole table) until stopped.
+Run (the benchmark does): python -m benchmarks.flight_reference CATALOG_URI TOKEN_FILE WAREHOUSE
+NAMESPACE TABLE (TOKEN_FILE holds a catalog access token); it prints its port, then serves
+DoGet (any ticket: the whole table) until stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -50,10 +52,9 @@ class WholeTable(flight.FlightServerBase):  # type: ignore[misc]
             prefetcher.close()
 
 
-def scan_of(catalog_uri: str, warehouse: str, namespace: str, name: str) -> Scan:
-    table = RestCatalog("reference", uri=catalog_uri, warehouse=warehouse).load_table(
-        (namespace, name)
-    )
+def scan_of(catalog_uri: str, token: str, warehouse: str, namespace: str, name: str) -> Scan:
+    catalog = RestCatalog("reference", uri=catalog_uri, warehouse=warehouse, token=token)
+    table = catalog.load_table((namespace, name))
     snapshot = table.current_snapshot()
     if snapshot is None:
         raise SystemExit(f"{namespace}.{name} has no snapshot")
@@ -70,10 +71,13 @@ def scan_of(catalog_uri: str, warehouse: str, namespace: str, name: str) -> Scan
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("catalog_uri", "warehouse", "namespace", "table"):
+    for name in ("catalog_uri", "token_file", "warehouse", "namespace", "table"):
         parser.add_argument(name)
     args = parser.parse_args()
-    server = WholeTable(scan_of(args.catalog_uri, args.warehouse, args.namespace, args.table))
+    token = Path(args.token_file).read_text().strip()
+    server = WholeTable(
+        scan_of(args.catalog_uri, token, args.warehouse, args.namespace, args.table)
+    )
     print(server.port, flush=True)
     server.serve()
 

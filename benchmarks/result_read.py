@@ -50,6 +50,7 @@ from benchmarks.shared import (
     user_catalog,
 )
 from embedded_stack.processes import ManagedProcess, wait_until
+from embedded_stack.secrets import write_secret
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
@@ -131,7 +132,13 @@ def reference_server(
         "flight-reference",
         [
             *(sys.executable, "-m", "benchmarks.flight_reference"),
-            *(f"{stack.catalog_url}/catalog", warehouse, namespace, name),
+            f"{stack.catalog_url}/catalog",
+            str(
+                write_secret(
+                    stack.secrets_dir / "flight-reference" / "token", stack.catalog_token()
+                )
+            ),
+            *(warehouse, namespace, name),
         ],
         log,
     )

@@ -98,7 +98,10 @@ def run_execution(
 def user_catalog(stack: Stack, warehouse: warehouse_pb2.Warehouse, name: str) -> RestCatalog:
     """The warehouse's catalog, as pyiceberg in the user's own process sees it."""
     return RestCatalog(
-        name, uri=f"{stack.catalog_url}/catalog", warehouse=warehouse.catalog_warehouse_name
+        name,
+        uri=f"{stack.catalog_url}/catalog",
+        warehouse=warehouse.catalog_warehouse_name,
+        token=stack.catalog_token(),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import TOKEN, Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from requests import PreparedRequest, Response
@@ -63,11 +63,14 @@ class CatalogFactory:
                 warehouse=self.sql_warehouse.warehouse_location,
                 **self.sql_warehouse.file_io_properties,
             )
+        properties = {"header.x-project-id": binding.project_id} if binding.project_id else {}
+        if binding.catalog_token:
+            properties[TOKEN] = binding.catalog_token
         catalog = RestCatalog(
             binding.warehouse_id,
             uri=binding.catalog_uri,
             warehouse=binding.catalog_warehouse,
-            **{"header.x-project-id": binding.project_id} if binding.project_id else {},
+            **properties,
         )
         adapter = _TimeoutAdapter(self.request_timeout_seconds)
         for prefix in ("http://", "https://"):

@@ -10,7 +10,9 @@ Rules (DESIGN §2):
 - entries are bounded (least recently used first out) and expire when idle;
   what is evicted is closed;
 - a binding with another credential version than the cached entry's replaces
-  the entry (credentials were rotated).
+  the entry (credentials were rotated);
+- an entry lives no longer than its binding's catalog token (less a margin):
+  then the warehouse is resolved again, which brings a fresh token.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -34,11 +37,28 @@ log = logging.getLogger("catalog_map")
 Binding = registry_service_pb2.CatalogBinding
 
 
+#: A catalog token is replaced this long before it expires (at most; a quarter of what is left
+#: when shorter), so that no request leaves with a token about to expire.
+TOKEN_MARGIN_SECONDS = 30.0
+#: A binding whose token is usable for less than this is not worth building a catalog for.
+MIN_TOKEN_SECONDS = 1.0
+
+
+def token_seconds_left(binding: Binding) -> float:
+    """Seconds the binding's catalog token stays usable (margin deducted); inf without one."""
+    if not binding.catalog_token:
+        return math.inf
+    left = binding.catalog_token_expire_time.ToNanoseconds() / 1e9 - time.time()
+    return left - min(TOKEN_MARGIN_SECONDS, max(left, 0.0) / 4)
+
+
 @dataclass
 class _Entry:
     catalog: Catalog
     version: int
     last_used: float
+    #: On the map's clock: when the catalog's token is due for replacement.
+    usable_until: float
 
 
 def _close(catalog: Catalog) -> None:
@@ -71,7 +91,11 @@ class CatalogMap:
 
     def _fresh(self, warehouse_id: str, binding: Binding | None) -> Catalog | None:
         entry = self._entries.get(warehouse_id)
-        if entry is None or (binding is not None and binding.credential_version != entry.version):
+        if (
+            entry is None
+            or (binding is not None and binding.credential_version != entry.version)
+            or self._clock() >= entry.usable_until
+        ):
             return None
         entry.last_used = self._clock()
         self._entries.move_to_end(warehouse_id)
@@ -86,14 +110,18 @@ class CatalogMap:
         async with lock:
             if (catalog := self._fresh(warehouse_id, binding)) is not None:
                 return catalog  # built by the caller we waited for
-            if binding is None:
+            if binding is None or token_seconds_left(binding) < MIN_TOKEN_SECONDS:
                 binding = await self._resolve(warehouse_id)
                 if (catalog := self._fresh(warehouse_id, binding)) is not None:
                     return catalog
             catalog = await asyncio.wait_for(
                 asyncio.to_thread(self._build, binding), self._build_timeout
             )
-            self._replace(warehouse_id, _Entry(catalog, binding.credential_version, self._clock()))
+            now = self._clock()
+            entry = _Entry(
+                catalog, binding.credential_version, now, now + token_seconds_left(binding)
+            )
+            self._replace(warehouse_id, entry)
             log.info(
                 "catalog built",
                 extra={

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import TOKEN, Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
@@ -45,6 +45,8 @@ class CredentialEndpoint:
             for k, v in catalog.properties.items()
             if k.startswith("header.")
         }
+        if token := catalog.properties.get(TOKEN):
+            headers["Authorization"] = f"Bearer {token}"  # the catalog's token for the warehouse
         return cls(url, headers)
 
     def fetch(self, location: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ CATALOG_KEY_FILE = "catalog-encryption-key"
 GATEWAY_KEY_FILE = "gateway-signing-key.pem"
 REGISTRY_KEY_FILE = "registry-signing-key.pem"
 DATABASE_PASSWORD_FILE = "database-password"  # noqa: S105 - a file name, not a secret
+CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
 
 
 def _kept(path: Path, make: Callable[[], str]) -> str:
@@ -35,19 +36,35 @@ def _token() -> str:
     return secrets.token_urlsafe(48)
 
 
+def write_secret(path: Path, value: str) -> Path:
+    """Writes value into path, a file only its owner may read or write (0600)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(value)
+    return path
+
+
+def secret_setting(variable: str, path: Path, value: str) -> dict[str, str]:
+    """The ``_FILE`` setting of a secret, written (mode 0600) into path."""
+    write_secret(path, value)
+    return {f"{variable}_FILE": str(path)}
+
+
 class StackSecrets:
     """The stack's keys, kept in state_dir."""
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.chmod(0o700)
-        self._folder = state_dir / "secrets"
-        shutil.rmtree(self._folder, ignore_errors=True)
-        self._folder.mkdir(mode=0o700)
+        self.folder = state_dir / "secrets"
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(mode=0o700)
         self.jwt_secret = _kept(state_dir / JWT_SECRET_FILE, _token)
         self.catalog_key = _kept(state_dir / CATALOG_KEY_FILE, _token)
         self.database_password = _kept(state_dir / DATABASE_PASSWORD_FILE, _token)
         self.gateway_key = _kept(state_dir / GATEWAY_KEY_FILE, generate_private_key)
         self.registry_key = _kept(state_dir / REGISTRY_KEY_FILE, generate_private_key)
+        self.catalog_client_secret = _kept(state_dir / CATALOG_CLIENT_SECRET_FILE, _token)
         # Page-token keys are made anew at each start: pages do not outlive the stack's data.
         self.page_token_keys = {"WAREHOUSE": _token(), "RESULT": _token()}
 
@@ -61,13 +78,8 @@ class StackSecrets:
     def hand_to(self, part: str, given: Mapping[str, str]) -> dict[str, str]:
         """Writes part's secrets (by setting name) into files of its own; the ``_FILE``
         settings that name them."""
-        folder = self._folder / part
-        folder.mkdir(mode=0o700, exist_ok=True)
-        settings = {}
+        settings: dict[str, str] = {}
         for variable, value in given.items():
-            path = folder / variable.removeprefix(ENV_PREFIX).lower()
-            path.unlink(missing_ok=True)
-            path.touch(mode=0o600)
-            path.write_text(value)
-            settings[f"{variable}_FILE"] = str(path)
+            name = variable.removeprefix(ENV_PREFIX).lower()
+            settings |= secret_setting(variable, self.folder / part / name, value)
         return settings

@@ -8,7 +8,9 @@ too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
 JWT secret, the catalog's encryption key, the signing keys) are generated into
 files of mode 0600 in the state dir and never printed; each part gets only its
-own, in files (see embedded_stack.secrets).
+own, in files (see embedded_stack.secrets). The registry is the development
+catalog's one OAuth2 client and bootstraps the catalog, which makes it the
+catalog's admin.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +51,8 @@ from warehouse_service.unit_credentials import UnitCredentials
 ENDPOINTS_FILE = "stack.json"
 #: Id of the computing unit the stack starts.
 UNIT_ID = "cu-1"
+#: The registry's client id at the development catalog.
+CATALOG_CLIENT_ID = "texera-lake-registry"
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,27 @@ class Stack:
         """Base URL of the development catalog (Lakekeeper's layout)."""
         return f"http://{self.settings.host}:{self.ports.catalog}"
 
+    @property
+    def secrets_dir(self) -> Path:
+        """The folder of each part's secret files."""
+        return self.secrets.folder
+
+    def catalog_token(self, catalog_url: str | None = None) -> str:
+        """An access token of the registry's catalog client (the catalog's admin)."""
+        request = urllib.request.Request(  # noqa: S310 - loopback http
+            f"{catalog_url or self.catalog_url}/oauth2/token",
+            data=urllib.parse.urlencode(
+                {
+                    "grant_type": "client_credentials",
+                    "client_id": CATALOG_CLIENT_ID,
+                    "client_secret": self.secrets.catalog_client_secret,
+                }
+            ).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+            return str(json.load(response)["access_token"])
+
     def target(self, service: str) -> str:
         return f"{self.settings.host}:{self.ports.grpc[service]}"
 
@@ -240,35 +266,56 @@ class Stack:
         return self.postgres.dsn()
 
     def _start_catalog(self, timeout: float = 60.0) -> ManagedProcess:
+        process = self._catalog_process("dev-catalog", self.ports.catalog, {}, timeout)
+        self._bootstrap_catalog()
+        return process
+
+    def _catalog_process(
+        self, name: str, port: int, env: dict[str, str], timeout: float
+    ) -> ManagedProcess:
+        prefix = f"{ENV_PREFIX}DEV_CATALOG_"
+        clients = json.dumps({CATALOG_CLIENT_ID: self.secrets.catalog_client_secret})
         env = {
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
-            f"{ENV_PREFIX}DEV_CATALOG_PORT": str(self.ports.catalog),
+            f"{prefix}PORT": str(port),
             **self.secrets.hand_to(
-                "dev-catalog",
+                name,
                 {
-                    f"{ENV_PREFIX}DEV_CATALOG_DATABASE_URL": self.catalog_database_url,
-                    f"{ENV_PREFIX}DEV_CATALOG_ENCRYPTION_KEY": self.secrets.catalog_key,
+                    f"{prefix}DATABASE_URL": self.catalog_database_url,
+                    f"{prefix}ENCRYPTION_KEY": self.secrets.catalog_key,
+                    f"{prefix}CLIENTS": clients,
                 },
             ),
             **self._allowing_own_s3("DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS"),
+            **env,
         }
         process = ManagedProcess(
-            "dev-catalog",
+            name,
             [sys.executable, "-m", "embedded_stack.dev_catalog"],
-            self.log_dir / "dev-catalog.log",
+            self.log_dir / f"{name}.log",
             env=env,
         )
-        wait_until(lambda: _http_ok(f"{self.catalog_url}/health"), process, timeout, "the catalog")
-        self._bootstrap_catalog()
+        url = f"http://{self.settings.host}:{port}"
+        wait_until(lambda: _http_ok(f"{url}/health"), process, timeout, name)
         return process
+
+    def start_catalog(self, name: str, env: dict[str, str], timeout: float = 60.0) -> str:
+        """Starts one more development catalog on the stack's catalog database, as part `name`
+        on a free port with env added to its settings (for tests); its base URL."""
+        port = free_port(self.settings.host)
+        self._processes.append(self._catalog_process(name, port, env, timeout))
+        return f"http://{self.settings.host}:{port}"
 
     def _bootstrap_catalog(self) -> None:
         request = urllib.request.Request(  # noqa: S310 - loopback http
             f"{self.catalog_url}/management/v1/bootstrap",
             data=json.dumps({"accept-terms-of-use": True}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.catalog_token()}",
+            },
             method="POST",
         )
         try:
@@ -297,6 +344,8 @@ class Stack:
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
             f"{ENV_PREFIX}CU_ID": UNIT_ID,
+            f"{ENV_PREFIX}CATALOG_TOKEN_URI": f"{self.catalog_url}/oauth2/token",
+            f"{ENV_PREFIX}CATALOG_CLIENT_ID": CATALOG_CLIENT_ID,
             **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
         }
         for spec in SERVICES:
@@ -318,11 +367,17 @@ class Stack:
         settings = {**self._service_env(), **(env or {})}
         if spec.module == "cu_service":
             self._unit_ids[name] = settings[f"{ENV_PREFIX}CU_ID"]
+        # A secret the caller passed as a file of its own (tests do) wins over the stack's.
+        secrets = {
+            variable: value
+            for variable, value in self._secrets_of(spec, settings).items()
+            if f"{variable}_FILE" not in settings
+        }
         process = ManagedProcess(
             name,
             [sys.executable, "-m", spec.module],
             self.log_dir / f"{name}.log",
-            env={**settings, **self.secrets.hand_to(name, self._secrets_of(spec, settings))},
+            env={**settings, **self.secrets.hand_to(name, secrets)},
         )
         target = self.target(name)
         wait_until(lambda: probe(target) in answers, process, timeout, name)
@@ -336,6 +391,7 @@ class Stack:
                 f"{scoped}DATABASE_URL": self.database_url,
                 f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["WAREHOUSE"],
                 f"{scoped}SIGNING_KEY": self.secrets.registry_key,
+                f"{ENV_PREFIX}CATALOG_CLIENT_SECRET": self.secrets.catalog_client_secret,
             }
         if spec.module == "result_service":
             return {f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["RESULT"]}

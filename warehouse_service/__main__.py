@@ -25,6 +25,7 @@ def build() -> ServiceProcess:
         settings.catalog_project_id,
         timeout_seconds=settings.catalog_timeout_seconds,
         attempts=settings.catalog_attempts,
+        oauth=settings.catalog_oauth(),
     )
     background: list[asyncio.Task[None]] = []
 
@@ -60,6 +61,7 @@ def build() -> ServiceProcess:
             ServiceBinding.of(
                 LedgerServicer(
                     db,
+                    catalog,
                     page_token_key=settings.page_token_key,
                     catalog_uri=settings.catalog_uri,
                     project_id=settings.catalog_project_id,

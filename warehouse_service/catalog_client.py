@@ -1,8 +1,10 @@
 """A client of Lakekeeper's management API and, for purges, of the Iceberg REST API.
 
-Timeouts on every call; connection errors, timeouts and 5xx answers are
-retried with exponential backoff, then reported as CatalogUnavailable. 4xx
-answers are CatalogError with the catalog's status, type and message.
+Timeouts on every call; connection errors, timeouts and 5xx answers (JSON or
+not: a proxy's HTML page is an outage too) are retried with exponential
+backoff, then reported as CatalogUnavailable. 4xx answers are CatalogError
+with the catalog's status, type and message. With an OAuth2 client, every call
+carries the registry's bearer token; a 401 is retried once with a fresh token.
 Request bodies carry storage credentials: they are never logged, and no
 exception message includes them.
 """
@@ -18,6 +20,13 @@ from urllib.parse import quote
 import aiohttp
 
 from texera.lake.v1 import warehouse_pb2
+from warehouse_service.catalog_oauth import (
+    AccessToken,
+    OAuthClient,
+    TokenEndpointError,
+    TokenEndpointFailed,
+    json_or_none,
+)
 
 log = logging.getLogger("warehouse_service.catalog")
 NAMESPACE_SEPARATOR = "\x1f"
@@ -76,6 +85,7 @@ class CatalogClient:
         timeout_seconds: float = 15.0,
         attempts: int = 3,
         backoff_seconds: float = 0.5,
+        oauth: OAuthClient | None = None,
     ) -> None:
         self._management = management_uri.rstrip("/")
         self._catalog = catalog_uri.rstrip("/")
@@ -84,6 +94,7 @@ class CatalogClient:
         self._attempts = attempts
         self._backoff = backoff_seconds
         self._session: aiohttp.ClientSession | None = None
+        self._oauth = oauth
 
     async def open(self) -> None:
         self._session = aiohttp.ClientSession(
@@ -94,20 +105,43 @@ class CatalogClient:
         if self._session is not None:
             await self._session.close()
 
+    async def _headers(self) -> dict[str, str]:
+        assert self._session is not None, "open() the client first"
+        if self._oauth is None:
+            return {}
+        try:
+            return {"Authorization": f"Bearer {await self._oauth.token(self._session)}"}
+        except TokenEndpointError as exc:
+            # Whatever the provider refuses (client, scope, audience), our configuration is wrong.
+            raise CatalogError(401, exc.error, exc.description) from exc
+
     async def _request(self, method: str, url: str, *, json: Any = None, params: Any = None) -> Any:
         """The JSON answer (None when empty); raises CatalogError or CatalogUnavailable."""
         assert self._session is not None, "open() the client first"
         failure = "no attempt"
-        for attempt in range(self._attempts):
+        renewed = False
+        attempt = 0
+        while attempt < self._attempts:
             if attempt:
                 delay = self._backoff * 2 ** (attempt - 1)
                 await asyncio.sleep(delay + random.uniform(0, delay / 4))  # noqa: S311 - jitter
+            attempt += 1
             try:
-                async with self._session.request(method, url, json=json, params=params) as response:
-                    body = await response.json(content_type=None) if await response.read() else None
+                headers = await self._headers()
+                async with self._session.request(
+                    method, url, json=json, params=params, headers=headers
+                ) as response:
+                    body = await json_or_none(response) if await response.read() else None
                     if response.status < 400:
                         return body
+                    if response.status == 401 and self._oauth is not None and not renewed:
+                        # The token may have been revoked or the catalog restarted: once more
+                        # with a fresh one, at once.
+                        self._oauth.forget()
+                        renewed, attempt = True, attempt - 1
+                        continue
                     error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+                    error = error if isinstance(error, dict) else {}
                     if response.status < 500:
                         raise CatalogError(
                             response.status,
@@ -115,8 +149,8 @@ class CatalogClient:
                             str(error.get("message", "")),
                         )
                     failure = f"HTTP {response.status} {error.get('type', '')}".strip()
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                failure = type(exc).__name__
+            except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
+                failure = str(exc) if isinstance(exc, TokenEndpointFailed) else type(exc).__name__
             log.warning(
                 "catalog call failed",
                 extra={
@@ -127,6 +161,33 @@ class CatalogClient:
                 },
             )
         raise CatalogUnavailable(f"the catalog did not answer ({failure})")
+
+    async def warehouse_token(
+        self, catalog_warehouse_id: str, *, write: bool
+    ) -> AccessToken | None:
+        """A token that reaches one warehouse only (read, or read and write), exchanged for the
+        registry's; None when the catalog needs no authentication."""
+        assert self._session is not None, "open() the client first"
+        if self._oauth is None:
+            return None
+        scope = f"warehouse:{catalog_warehouse_id}:{'write' if write else 'read'}"
+        for attempt in range(self._attempts):
+            if attempt:
+                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
+            try:
+                return await self._oauth.scoped(self._session, scope)
+            except TokenEndpointError as exc:
+                if exc.error != "invalid_grant" or attempt:
+                    raise CatalogError(
+                        401 if exc.error == "invalid_client" else 403, exc.error, exc.description
+                    ) from exc
+                self._oauth.forget()  # our own token was refused: exchange a fresh one
+            except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
+                log.warning(
+                    "token exchange failed",
+                    extra={"attempt": attempt + 1, "failure": type(exc).__name__},
+                )
+        raise CatalogUnavailable("the catalog's token endpoint did not answer")
 
     # Management API -----------------------------------------------------------------
 

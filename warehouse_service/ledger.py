@@ -1,8 +1,13 @@
 """RegistryService: the execution ledger and the computing units.
 
-Binding happens with the submitting user's token (the owner check is against
-that user); state updates, registration and heartbeats come from a computing
-unit's service token, whose subject is the unit's id.
+A computing unit binds an execution for the submitting user (its credential
+and the user's token together; the owner check is against that user); state
+updates, registration and heartbeats come from the unit alone, whose
+credential names its id (see service_runtime.internal_tokens).
+
+Every CatalogBinding answered carries a catalog token for its one warehouse,
+exchanged for the registry's own: read and write for a computing unit acting
+for a user (ResolveWarehouse, BindExecution), read only otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from service_runtime.errors import FieldViolations, ServiceError, failed_precond
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service import records
+from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.validation import (
     check_endpoint_address,
@@ -30,6 +36,7 @@ from warehouse_service.validation import (
     check_request_id,
     check_uuid,
 )
+from warehouse_service.warehouses import catalog_refused_registry, catalog_unavailable
 
 log = logging.getLogger("warehouse_service.ledger")
 
@@ -71,6 +78,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     def __init__(
         self,
         db: Database,
+        catalog: CatalogClient,
         *,
         page_token_key: str,
         catalog_uri: str,
@@ -79,6 +87,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         lease_seconds: float,
     ) -> None:
         self._db = db
+        self._catalog = catalog
         self._catalog_uri = catalog_uri
         self._project_id = project_id
         self._heartbeat_interval = heartbeat_interval_seconds
@@ -86,8 +95,19 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self._execution_tokens = PageTokens(page_token_key, "executions")
         self._unit_tokens = PageTokens(page_token_key, "computing-units")
 
-    def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
-        return records.binding(row, self._catalog_uri, self._project_id)
+    async def _binding(
+        self, row: asyncpg.Record, *, write: bool
+    ) -> registry_service_pb2.CatalogBinding:
+        """The warehouse's binding with a fresh catalog token for it alone."""
+        try:
+            token = await self._catalog.warehouse_token(
+                str(row["catalog_warehouse_id"]), write=write
+            )
+        except CatalogError as exc:
+            raise catalog_refused_registry(exc) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+        return records.binding(row, self._catalog_uri, self._project_id, token)
 
     async def _outputs(self, connection: Connection, execution_id: str) -> list[asyncpg.Record]:
         rows: list[asyncpg.Record] = await connection.fetch(
@@ -173,7 +193,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         return registry_service_pb2.BindExecutionResponse(
             execution=records.execution(present(row), []),
-            binding=self._binding(warehouse),
+            binding=await self._binding(warehouse, write=True),
             created=True,
         )
 
@@ -211,7 +231,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         return registry_service_pb2.BindExecutionResponse(
             execution=records.execution(row, await self._outputs(connection, row["execution_id"])),
-            binding=self._binding(present(warehouse)),
+            binding=await self._binding(present(warehouse), write=True),
             created=False,
         )
 
@@ -349,7 +369,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 raise not_found(f"execution {request.execution_id}")
             outputs = await self._outputs(connection, request.execution_id)
         return registry_service_pb2.ResolveExecutionResponse(
-            execution=records.execution(row, outputs), binding=self._binding(warehouse)
+            execution=records.execution(row, outputs),
+            binding=await self._binding(warehouse, write=False),
         )
 
     async def ResolveWarehouse(
@@ -365,7 +386,10 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
         if row is None or not _readable_by(identity, row) or row["state"] in _UNREADABLE:
             raise not_found(f"warehouse {request.warehouse_id}")
-        return registry_service_pb2.ResolveWarehouseResponse(binding=self._binding(row))
+        # Only a computing unit, writing for the user it serves, gets a token that may write.
+        return registry_service_pb2.ResolveWarehouseResponse(
+            binding=await self._binding(row, write=identity.via is not None)
+        )
 
     async def ListExecutionRecords(
         self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any

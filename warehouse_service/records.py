@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from texera.lake.v1 import execution_pb2, registry_service_pb2, warehouse_pb2
+from warehouse_service.catalog_oauth import AccessToken
 
 Row = asyncpg.Record
 
@@ -71,8 +72,10 @@ def warehouse(row: Row) -> warehouse_pb2.Warehouse:
     )
 
 
-def binding(row: Row, catalog_uri: str, project_id: str) -> registry_service_pb2.CatalogBinding:
-    return registry_service_pb2.CatalogBinding(
+def binding(
+    row: Row, catalog_uri: str, project_id: str, token: AccessToken | None
+) -> registry_service_pb2.CatalogBinding:
+    answer = registry_service_pb2.CatalogBinding(
         warehouse_id=str(row["warehouse_id"]),
         owner_user_id=row["owner_user_id"],
         state=WAREHOUSE_STATES[row["state"]],
@@ -82,6 +85,10 @@ def binding(row: Row, catalog_uri: str, project_id: str) -> registry_service_pb2
         project_id=project_id,
         credential_version=row["credential_version"],
     )
+    if token is not None:
+        answer.catalog_token = token.token
+        answer.catalog_token_expire_time.FromNanoseconds(int(token.expires_at * 1e9))
+    return answer
 
 
 def execution(row: Row, outputs: Iterable[Row]) -> execution_pb2.Execution:

@@ -12,6 +12,7 @@ from service_runtime.config import (
     setting,
 )
 from service_runtime.endpoint_guard import parse_allowed
+from warehouse_service.catalog_oauth import OAuthClient
 
 
 @dataclass(frozen=True, repr=False)
@@ -47,6 +48,30 @@ class WarehouseServiceSettings(ServerSettings):
         "CATALOG_MANAGEMENT_URI",
         "http://127.0.0.1:8181/management",
         "Base URI of the catalog's (Lakekeeper's) management API.",
+    )
+    catalog_token_uri: str = setting(
+        "CATALOG_TOKEN_URI",
+        "http://127.0.0.1:8181/oauth2/token",
+        "OAuth2 token endpoint of the catalog's OpenID provider (client credentials and token "
+        "exchange).",
+    )
+    catalog_client_id: str = setting(
+        "CATALOG_CLIENT_ID", "texera-lake-registry", "OAuth2 client id of the registry."
+    )
+    catalog_client_secret: str = setting(
+        "CATALOG_CLIENT_SECRET",
+        "",
+        "OAuth2 client secret of the registry. Empty: the catalog is called without "
+        "authentication (only for a catalog that has none).",
+        secret=True,
+    )
+    catalog_oauth_scope: str = setting(
+        "CATALOG_OAUTH_SCOPE", "lakekeeper", "Scope the registry asks its catalog token for."
+    )
+    catalog_oauth_audience: str = setting(
+        "CATALOG_OAUTH_AUDIENCE",
+        "",
+        "Audience sent with token requests, for providers that want one; empty sends none.",
     )
     database_pool_size: int = setting(
         "DATABASE_POOL_SIZE",
@@ -104,3 +129,15 @@ class WarehouseServiceSettings(ServerSettings):
             parse_allowed(self.allowed_storage_endpoints)
         except ValueError as exc:
             raise ConfigError(f"{ENV_PREFIX}WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS: {exc}") from exc
+
+    def catalog_oauth(self) -> OAuthClient | None:
+        """The registry's OAuth2 client of the catalog; None without a client secret."""
+        if not self.catalog_client_secret:
+            return None
+        return OAuthClient(
+            self.catalog_token_uri,
+            self.catalog_client_id,
+            self.catalog_client_secret,
+            scope=self.catalog_oauth_scope,
+            audience=self.catalog_oauth_audience,
+        )

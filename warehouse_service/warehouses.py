@@ -102,16 +102,34 @@ def catalog_failure(
             [FieldViolation(field, f"the catalog refused the storage: {message}")]
         )
     if exc.status in (401, 403):
-        log.error(
-            "the catalog refused the registry", extra={"status": exc.status, "type": exc.error_type}
-        )
-        return ServiceError(
-            grpc.StatusCode.INTERNAL, "the registry is not allowed to use the catalog"
-        )
+        return catalog_refused_registry(exc)
     return ServiceError(
         grpc.StatusCode.FAILED_PRECONDITION,
         f"the catalog refused the request: {message}",
         reason=exc.error_type,
+    )
+
+
+def catalog_refused_registry(exc: CatalogError) -> ServiceError:
+    """The catalog refused the registry itself. 401 (its credential is wrong or unknown) is an
+    operator's problem, UNAVAILABLE until fixed; 403 (not allowed there) is PERMISSION_DENIED.
+    Either way the catalog's own reason goes along in ErrorInfo."""
+    log.error(
+        "the catalog refused the registry", extra={"status": exc.status, "type": exc.error_type}
+    )
+    metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
+    if exc.status == 401:
+        return ServiceError(
+            grpc.StatusCode.UNAVAILABLE,
+            "the catalog does not accept the registry's credential; an operator must fix it",
+            reason="CATALOG_UNAUTHORIZED",
+            metadata=metadata,
+        )
+    return ServiceError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"the catalog does not allow this: {exc.message or exc.error_type}",
+        reason="CATALOG_FORBIDDEN",
+        metadata=metadata,
     )
 
 

@@ -16,10 +16,18 @@ from embedded_stack.dev_catalog.crypto import CredentialCipher
 from embedded_stack.dev_catalog.errors import CatalogError, error_response
 from embedded_stack.dev_catalog.faults import Faults
 from embedded_stack.dev_catalog.management import ManagementApi
+from embedded_stack.dev_catalog.oauth import TokenEndpoint
+from embedded_stack.dev_catalog.permissions import (
+    Access,
+    Assignments,
+    PermissionsApi,
+    authentication,
+)
 from embedded_stack.dev_catalog.rest import IcebergRestApi
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.dev_catalog.state import CatalogState, InjectedFailure
 from embedded_stack.dev_catalog.store import CatalogStore
+from embedded_stack.dev_catalog.tokens import TokenIssuer
 from service_runtime.endpoint_guard import EndpointGuard
 
 log = logging.getLogger("dev_catalog")
@@ -73,6 +81,8 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
     engine = create_engine(sqlalchemy_url(settings.database_url), pool_pre_ping=True, pool_size=10)
     store = CatalogStore(engine)
     store.ensure_schema()
+    assignments = Assignments(engine)
+    assignments.ensure_schema()
     cipher = CredentialCipher(settings.encryption_key)
     guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
     state = CatalogState(
@@ -82,10 +92,17 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
         faults=Faults(),
         guard=guard,
     )
-    app = web.Application(middlewares=[answer_errors], client_max_size=64 * 1024**2)
+    tokens = TokenIssuer(settings.encryption_key, settings.token_lifetime_seconds)
+    access = Access(state, assignments)
+    app = web.Application(
+        middlewares=[answer_errors, authentication(tokens, access)],
+        client_max_size=64 * 1024**2,
+    )
     app.router.add_get("/health", health)
-    app.add_routes(ManagementApi(state).routes())
-    app.add_routes(IcebergRestApi(state).routes())
+    app.add_routes(TokenEndpoint(state, settings.client_secrets(), tokens, access).routes())
+    app.add_routes(ManagementApi(state, assignments).routes())
+    app.add_routes(PermissionsApi(state, assignments).routes())
+    app.add_routes(IcebergRestApi(state, access).routes())
     if settings.fault_injection:
         app.add_routes(state.faults.routes())
 

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from embedded_stack.dev_catalog.errors import bad_request
 from embedded_stack.dev_catalog.model import AccessKeyCredential, S3Profile
+from embedded_stack.dev_catalog.permissions import Assignments
 from embedded_stack.dev_catalog.state import CatalogState, json_body, project_of
 from embedded_stack.dev_catalog.storage import validate_access
 from embedded_stack.dev_catalog.store import check_warehouse_name
@@ -14,8 +15,9 @@ _STATUSES = ("active", "inactive")
 
 
 class ManagementApi:
-    def __init__(self, state: CatalogState) -> None:
+    def __init__(self, state: CatalogState, assignments: Assignments) -> None:
         self.state = state
+        self.assignments = assignments
 
     def routes(self) -> list[web.RouteDef]:
         base = "/management/v1"
@@ -38,6 +40,8 @@ class ManagementApi:
             raise bad_request("TermsOfUseNotAccepted", "accept-terms-of-use must be true")
         if not await self.state.run(self.state.store.bootstrap):
             raise bad_request("CatalogAlreadyBootstrapped", "Catalog already bootstrapped")
+        # As in Lakekeeper, whoever bootstraps the catalog becomes its server admin.
+        await self.state.run(self.assignments.grant_admin, request["principal"].user_id)
         return web.Response(status=204)
 
     async def create_warehouse(self, request: web.Request) -> web.Response:
@@ -77,6 +81,7 @@ class ManagementApi:
     async def delete_warehouse(self, request: web.Request) -> web.Response:
         record = await self.state.warehouse(request.match_info["warehouse_id"])
         await self.state.run(self.state.store.delete, record.id)
+        await self.state.run(self.assignments.forget, record.id)
         self.state.catalogs.forget(record.id)
         return web.Response(status=204)
 

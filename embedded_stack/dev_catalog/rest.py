@@ -29,9 +29,11 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 
 from embedded_stack.dev_catalog.errors import bad_request, conflict, not_found
+from embedded_stack.dev_catalog.permissions import Access
 from embedded_stack.dev_catalog.state import CatalogState, json_body, project_of
 from embedded_stack.dev_catalog.storage import delete_prefix
 from embedded_stack.dev_catalog.store import WarehouseRecord
+from embedded_stack.dev_catalog.tokens import READ
 
 T = TypeVar("T")
 NAMESPACE_SEPARATOR = "\x1f"
@@ -109,8 +111,11 @@ class _Named:
 
 
 class IcebergRestApi:
-    def __init__(self, state: CatalogState) -> None:
+    """The handlers; calls on a warehouse prefix were authorized before (permissions)."""
+
+    def __init__(self, state: CatalogState, access: Access) -> None:
         self.state = state
+        self.access = access
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -148,6 +153,7 @@ class IcebergRestApi:
         if not name:
             raise bad_request("WarehouseRequired", "the warehouse query parameter is required")
         found = await self.state.run(self.state.store.by_name, project_of(request), name)
+        await self.access.require_warehouse(request["principal"], found.id, READ)
         record = await self.state.warehouse(found.id, active=True)
         return web.json_response(
             {"defaults": {}, "overrides": {"prefix": record.id}, "endpoints": SUPPORTED_ENDPOINTS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from service_runtime.config import ConfigError, Settings, setting
@@ -37,6 +38,20 @@ class DevCatalogSettings(Settings):
         "although they point at a loopback, private or otherwise internal address.",
         scoped=True,
     )
+    clients: str = setting(
+        "CLIENTS",
+        "",
+        "The OAuth2 clients of the development catalog, a JSON object of client id to client "
+        "secret. Required.",
+        secret=True,
+        scoped=True,
+    )
+    token_lifetime_seconds: int = setting(
+        "TOKEN_LIFETIME_SECONDS",
+        3600,
+        "Lifetime of the access tokens the development catalog's token endpoint issues.",
+        scoped=True,
+    )
     fault_injection: bool = setting(
         "FAULT_INJECTION",
         False,
@@ -44,9 +59,29 @@ class DevCatalogSettings(Settings):
         scoped=True,
     )
 
+    def client_secrets(self) -> dict[str, str]:
+        """The clients: client id -> secret."""
+        try:
+            clients = json.loads(self.clients)
+        except ValueError:
+            clients = None
+        if not isinstance(clients, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and len(v) >= 16
+            for k, v in clients.items()
+        ):
+            raise ConfigError(
+                "TEXERA_LAKE_DEV_CATALOG_CLIENTS_FILE must hold a JSON object of client ids to "
+                "secrets of at least 16 characters"
+            )
+        return clients
+
     def validate(self) -> None:
         self.require("database_url")
         self.require("encryption_key")
+        self.require("clients")
+        self.client_secrets()
+        if self.token_lifetime_seconds < 1:
+            raise ConfigError("TEXERA_LAKE_DEV_CATALOG_TOKEN_LIFETIME_SECONDS must be at least 1")
         if len(self.encryption_key) < 16:
             raise ConfigError(
                 "TEXERA_LAKE_DEV_CATALOG_ENCRYPTION_KEY must be at least 16 characters"

@@ -43,9 +43,15 @@ def warehouse_request(
     }
 
 
+def admin_headers(stack: Stack) -> dict[str, str]:
+    """The bearer token of the catalog's admin (the registry's client)."""
+    return {"Authorization": f"Bearer {stack.catalog_token()}"}
+
+
 def management(stack: Stack, method: str, path: str, **kwargs: Any) -> requests.Response:
+    headers = {**admin_headers(stack), **kwargs.pop("headers", {})}
     return requests.request(
-        method, f"{stack.catalog_url}/management/v1{path}", timeout=60, **kwargs
+        method, f"{stack.catalog_url}/management/v1{path}", timeout=60, headers=headers, **kwargs
     )
 
 
@@ -55,6 +61,12 @@ def create_warehouse(
     return management(stack, "POST", "/warehouse", json=warehouse_request(grant, name, **kwargs))
 
 
-def rest_catalog(stack: Stack, warehouse: str) -> RestCatalog:
-    """pyiceberg's own REST client, asking for vended credentials (its default)."""
-    return RestCatalog(warehouse, uri=f"{stack.catalog_url}/catalog", warehouse=warehouse)
+def rest_catalog(stack: Stack, warehouse: str, token: str | None = None) -> RestCatalog:
+    """pyiceberg's own REST client, asking for vended credentials (its default), with the
+    admin's token unless given another."""
+    return RestCatalog(
+        warehouse,
+        uri=f"{stack.catalog_url}/catalog",
+        warehouse=warehouse,
+        token=token or stack.catalog_token(),
+    )

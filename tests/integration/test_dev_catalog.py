@@ -18,6 +18,7 @@ from embedded_stack.postgres import bin_dir
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from tests.integration.catalog_client import (
+    admin_headers,
     create_warehouse,
     management,
     rest_catalog,
@@ -73,13 +74,17 @@ def test_load_table_carries_credentials_and_their_expiry_only_when_asked(
     catalog = rest_catalog(stack, warehouse)
     catalog.create_namespace("results")
     catalog.create_table("results.t", schema=ROWS)
+    admin = admin_headers(stack)
     prefix = requests.get(
-        f"{stack.catalog_url}/catalog/v1/config", params={"warehouse": warehouse}, timeout=30
+        f"{stack.catalog_url}/catalog/v1/config",
+        params={"warehouse": warehouse},
+        headers=admin,
+        timeout=30,
     ).json()["overrides"]["prefix"]
     url = f"{stack.catalog_url}/catalog/v1/{prefix}/namespaces/results/tables/t"
 
     vended = requests.get(
-        url, headers={"X-Iceberg-Access-Delegation": "vended-credentials"}, timeout=30
+        url, headers={**admin, "X-Iceberg-Access-Delegation": "vended-credentials"}, timeout=30
     ).json()
     config = vended["config"]
     for key in (
@@ -96,7 +101,7 @@ def test_load_table_carries_credentials_and_their_expiry_only_when_asked(
     expires_at = int(storage_credential["config"]["s3.session-token-expires-at-ms"]) / 1000
     assert time.time() < expires_at <= time.time() + 3600 + 5
 
-    plain = requests.get(url, timeout=30).json()
+    plain = requests.get(url, headers=admin, timeout=30).json()
     assert plain["config"] == {}
     assert plain["storage-credentials"] == []
 
@@ -286,7 +291,8 @@ def test_deactivate_activate_and_rename(stack: Stack, warehouse: str) -> None:
     ]
     config_url = f"{stack.catalog_url}/catalog/v1/config"
     assert management(stack, "POST", f"/warehouse/{record['id']}/deactivate").status_code == 200
-    inactive = requests.get(config_url, params={"warehouse": warehouse}, timeout=30)
+    admin = admin_headers(stack)
+    inactive = requests.get(config_url, params={"warehouse": warehouse}, headers=admin, timeout=30)
     assert inactive.status_code == 404
     assert inactive.json()["error"]["type"] == "WarehouseInactive"
     listed = management(stack, "GET", "/warehouse", params={"warehouseStatus": "inactive"}).json()
@@ -298,10 +304,17 @@ def test_deactivate_activate_and_rename(stack: Stack, warehouse: str) -> None:
     )
     assert renamed.json()["name"] == warehouse + "-2"
     assert (
-        requests.get(config_url, params={"warehouse": warehouse + "-2"}, timeout=30).status_code
+        requests.get(
+            config_url, params={"warehouse": warehouse + "-2"}, headers=admin, timeout=30
+        ).status_code
         == 200
     )
-    assert requests.get(config_url, params={"warehouse": warehouse}, timeout=30).status_code == 404
+    assert (
+        requests.get(
+            config_url, params={"warehouse": warehouse}, headers=admin, timeout=30
+        ).status_code
+        == 404
+    )
 
 
 def test_bootstrap_happens_once_and_projects_are_checked(stack: Stack) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,3 +126,40 @@ async def test_a_build_that_hangs_times_out_without_blocking_others() -> None:
         await catalogs.get("hung")
     assert (await catalogs.get("other")).warehouse_id == "other"  # type: ignore[attr-defined]
     builder.gates["hung"].set()
+
+
+def with_token(warehouse_id: str, seconds_left: float) -> registry_service_pb2.CatalogBinding:
+    tokened = binding(warehouse_id)
+    tokened.catalog_token = "token-of-" + warehouse_id
+    tokened.catalog_token_expire_time.FromNanoseconds(int((time.time() + seconds_left) * 1e9))
+    return tokened
+
+
+async def test_an_entry_lives_no_longer_than_its_catalog_token() -> None:
+    builder, now, resolved = Builder(), [0.0], []
+
+    async def resolve_with_token(warehouse_id: str) -> registry_service_pb2.CatalogBinding:
+        resolved.append(warehouse_id)
+        return with_token(warehouse_id, 40)  # usable for 30 s: a quarter of it is the margin
+
+    catalogs = CatalogMap(resolve_with_token, builder, clock=lambda: now[0])
+    first = await catalogs.get("w1")
+    now[0] = 25.0
+    assert await catalogs.get("w1") is first
+    now[0] = 31.0
+    second = await catalogs.get("w1")
+    assert second is not first
+    assert first.closed  # type: ignore[attr-defined]
+    assert resolved == ["w1", "w1"]
+
+
+async def test_a_binding_whose_token_is_spent_is_resolved_again() -> None:
+    builder, resolved = Builder(), []
+
+    async def resolve_with_token(warehouse_id: str) -> registry_service_pb2.CatalogBinding:
+        resolved.append(warehouse_id)
+        return with_token(warehouse_id, 3600)
+
+    catalogs = CatalogMap(resolve_with_token, builder)
+    await catalogs.get("w1", with_token("w1", 0.5))
+    assert resolved == ["w1"]

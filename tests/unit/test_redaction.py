@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from service_runtime.redaction import REDACTED, redact, redacted_json
-from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
+from texera.lake.v1 import registry_service_pb2, warehouse_pb2, warehouse_service_pb2
 
 CANARY_KEY = "AKIACANARY0123456789"
 CANARY_SECRET = "canary-secret-6f1d9c2e7a"
@@ -59,3 +59,14 @@ def test_standalone_credentials_message_is_redacted() -> None:
 def test_messages_without_sensitive_fields_are_unchanged() -> None:
     warehouse = _create_request().warehouse
     assert redact(warehouse) == warehouse
+
+
+def test_the_catalog_token_of_a_binding_is_blanked() -> None:
+    answer = registry_service_pb2.ResolveWarehouseResponse(
+        binding=registry_service_pb2.CatalogBinding(
+            warehouse_id="wh-1", catalog_token="canary-catalog-token-5b2e"
+        )
+    )
+    shown = json.dumps(redacted_json(answer))
+    assert "canary-catalog-token-5b2e" not in shown
+    assert "wh-1" in shown

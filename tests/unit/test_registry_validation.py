@@ -87,7 +87,18 @@ def test_catalog_refusals_map_to_canonical_codes() -> None:
     assert "bucket policy says no" in unknown_400.message
     unreachable = catalog_failure(CatalogError(400, "StorageEndpointUnreachable", "cannot reach"))
     assert unreachable.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert catalog_failure(CatalogError(403, "Forbidden", "")).code == grpc.StatusCode.INTERNAL
+    forbidden = catalog_failure(CatalogError(403, "ForbiddenException", "not this warehouse"))
+    assert (forbidden.code, forbidden.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "CATALOG_FORBIDDEN",
+    )
+    assert forbidden.metadata == {"catalog_status": "403", "catalog_error": "ForbiddenException"}
+    unauthorized = catalog_failure(CatalogError(401, "NotAuthorizedException", "expired"))
+    assert (unauthorized.code, unauthorized.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "CATALOG_UNAUTHORIZED",
+    )
+    assert unauthorized.metadata["catalog_error"] == "NotAuthorizedException"
 
 
 def test_a_credential_echoed_by_the_catalog_is_scrubbed() -> None:

@@ -24,57 +24,60 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from texera.lake.v1 import annotations_pb2 as texera_dot_lake_dot_v1_dot_annotations__pb2
 from texera.lake.v1 import execution_pb2 as texera_dot_lake_dot_v1_dot_execution__pb2
 from texera.lake.v1 import warehouse_pb2 as texera_dot_lake_dot_v1_dot_warehouse__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%texera/lake/v1/registry_service.proto\x12\x0etexera.lake.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\xfd\x01\n\x0e\x43\x61talogBinding\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseState\x12/\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1e.texera.lake.v1.CatalogBackend\x12\x13\n\x0b\x63\x61talog_uri\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61talog_warehouse\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x07 \x01(\t\x12\x1a\n\x12\x63redential_version\x18\x08 \x01(\x03\"\xa4\x01\n\x14\x42indExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x03 \x01(\t\x12\x19\n\x11\x63omputing_unit_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1c\n\x14workflow_fingerprint\x18\x06 \x01(\t\"\x87\x01\n\x15\x42indExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12/\n\x07\x62inding\x18\x02 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x93\x02\n\x1bUpdateExecutionStateRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x19\n\x11\x63omputing_unit_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12-\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionError\x12\x30\n\x07outputs\x18\x05 \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutput\x12\x33\n\x08progress\x18\x06 \x01(\x0b\x32!.texera.lake.v1.ExecutionProgress\"L\n\x1cUpdateExecutionStateResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"/\n\x17ResolveExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\"y\n\x18ResolveExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12/\n\x07\x62inding\x18\x02 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\"/\n\x17ResolveWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\"K\n\x18ResolveWarehouseResponse\x12/\n\x07\x62inding\x18\x01 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\"\xa5\x01\n\x1bListExecutionRecordsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x03 \x01(\t\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12\x19\n\x11\x63omputing_unit_id\x18\x05 \x01(\t\"f\n\x1cListExecutionRecordsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa8\x02\n\rComputingUnit\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x1a\n\x12running_executions\x18\x04 \x01(\x05\x12\x19\n\x11queued_executions\x18\x05 \x01(\x05\x12\x37\n\x13last_heartbeat_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\x05state\x18\x08 \x01(\x0e\x32\".texera.lake.v1.ComputingUnitState\"]\n\x1cRegisterComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\"\x8d\x01\n\x1dRegisterComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"q\n\x1dHeartbeatComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x1a\n\x12running_executions\x18\x02 \x01(\x05\x12\x19\n\x11queued_executions\x18\x03 \x01(\x05\"W\n\x1eHeartbeatComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"X\n\x19ListComputingUnitsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0chealthy_only\x18\x03 \x01(\x08\"m\n\x1aListComputingUnitsResponse\x12\x36\n\x0f\x63omputing_units\x18\x01 \x03(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*d\n\x0e\x43\x61talogBackend\x12\x1f\n\x1b\x43\x41TALOG_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41TALOG_BACKEND_REST\x10\x01\x12\x17\n\x13\x43\x41TALOG_BACKEND_SQL\x10\x02*{\n\x12\x43omputingUnitState\x12$\n COMPUTING_UNIT_STATE_UNSPECIFIED\x10\x00\x12 \n\x1c\x43OMPUTING_UNIT_STATE_HEALTHY\x10\x01\x12\x1d\n\x19\x43OMPUTING_UNIT_STATE_LOST\x10\x02\x32\xff\x06\n\x0fRegistryService\x12\\\n\rBindExecution\x12$.texera.lake.v1.BindExecutionRequest\x1a%.texera.lake.v1.BindExecutionResponse\x12q\n\x14UpdateExecutionState\x12+.texera.lake.v1.UpdateExecutionStateRequest\x1a,.texera.lake.v1.UpdateExecutionStateResponse\x12\x65\n\x10ResolveExecution\x12\'.texera.lake.v1.ResolveExecutionRequest\x1a(.texera.lake.v1.ResolveExecutionResponse\x12\x65\n\x10ResolveWarehouse\x12\'.texera.lake.v1.ResolveWarehouseRequest\x1a(.texera.lake.v1.ResolveWarehouseResponse\x12q\n\x14ListExecutionRecords\x12+.texera.lake.v1.ListExecutionRecordsRequest\x1a,.texera.lake.v1.ListExecutionRecordsResponse\x12t\n\x15RegisterComputingUnit\x12,.texera.lake.v1.RegisterComputingUnitRequest\x1a-.texera.lake.v1.RegisterComputingUnitResponse\x12w\n\x16HeartbeatComputingUnit\x12-.texera.lake.v1.HeartbeatComputingUnitRequest\x1a..texera.lake.v1.HeartbeatComputingUnitResponse\x12k\n\x12ListComputingUnits\x12).texera.lake.v1.ListComputingUnitsRequest\x1a*.texera.lake.v1.ListComputingUnitsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%texera/lake/v1/registry_service.proto\x12\x0etexera.lake.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\xd9\x02\n\x0e\x43\x61talogBinding\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseState\x12/\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1e.texera.lake.v1.CatalogBackend\x12\x13\n\x0b\x63\x61talog_uri\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61talog_warehouse\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x07 \x01(\t\x12\x1a\n\x12\x63redential_version\x18\x08 \x01(\x03\x12\x1b\n\rcatalog_token\x18\t \x01(\tB\x04\xc8\xda\x18\x01\x12=\n\x19\x63\x61talog_token_expire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa4\x01\n\x14\x42indExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x03 \x01(\t\x12\x19\n\x11\x63omputing_unit_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1c\n\x14workflow_fingerprint\x18\x06 \x01(\t\"\x87\x01\n\x15\x42indExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12/\n\x07\x62inding\x18\x02 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x93\x02\n\x1bUpdateExecutionStateRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x19\n\x11\x63omputing_unit_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12-\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionError\x12\x30\n\x07outputs\x18\x05 \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutput\x12\x33\n\x08progress\x18\x06 \x01(\x0b\x32!.texera.lake.v1.ExecutionProgress\"L\n\x1cUpdateExecutionStateResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"/\n\x17ResolveExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\"y\n\x18ResolveExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12/\n\x07\x62inding\x18\x02 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\"/\n\x17ResolveWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\"K\n\x18ResolveWarehouseResponse\x12/\n\x07\x62inding\x18\x01 \x01(\x0b\x32\x1e.texera.lake.v1.CatalogBinding\"\xa5\x01\n\x1bListExecutionRecordsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x03 \x01(\t\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12\x19\n\x11\x63omputing_unit_id\x18\x05 \x01(\t\"f\n\x1cListExecutionRecordsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa8\x02\n\rComputingUnit\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x1a\n\x12running_executions\x18\x04 \x01(\x05\x12\x19\n\x11queued_executions\x18\x05 \x01(\x05\x12\x37\n\x13last_heartbeat_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\x05state\x18\x08 \x01(\x0e\x32\".texera.lake.v1.ComputingUnitState\"]\n\x1cRegisterComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\"\x8d\x01\n\x1dRegisterComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"q\n\x1dHeartbeatComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x1a\n\x12running_executions\x18\x02 \x01(\x05\x12\x19\n\x11queued_executions\x18\x03 \x01(\x05\"W\n\x1eHeartbeatComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"X\n\x19ListComputingUnitsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0chealthy_only\x18\x03 \x01(\x08\"m\n\x1aListComputingUnitsResponse\x12\x36\n\x0f\x63omputing_units\x18\x01 \x03(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*d\n\x0e\x43\x61talogBackend\x12\x1f\n\x1b\x43\x41TALOG_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41TALOG_BACKEND_REST\x10\x01\x12\x17\n\x13\x43\x41TALOG_BACKEND_SQL\x10\x02*{\n\x12\x43omputingUnitState\x12$\n COMPUTING_UNIT_STATE_UNSPECIFIED\x10\x00\x12 \n\x1c\x43OMPUTING_UNIT_STATE_HEALTHY\x10\x01\x12\x1d\n\x19\x43OMPUTING_UNIT_STATE_LOST\x10\x02\x32\xff\x06\n\x0fRegistryService\x12\\\n\rBindExecution\x12$.texera.lake.v1.BindExecutionRequest\x1a%.texera.lake.v1.BindExecutionResponse\x12q\n\x14UpdateExecutionState\x12+.texera.lake.v1.UpdateExecutionStateRequest\x1a,.texera.lake.v1.UpdateExecutionStateResponse\x12\x65\n\x10ResolveExecution\x12\'.texera.lake.v1.ResolveExecutionRequest\x1a(.texera.lake.v1.ResolveExecutionResponse\x12\x65\n\x10ResolveWarehouse\x12\'.texera.lake.v1.ResolveWarehouseRequest\x1a(.texera.lake.v1.ResolveWarehouseResponse\x12q\n\x14ListExecutionRecords\x12+.texera.lake.v1.ListExecutionRecordsRequest\x1a,.texera.lake.v1.ListExecutionRecordsResponse\x12t\n\x15RegisterComputingUnit\x12,.texera.lake.v1.RegisterComputingUnitRequest\x1a-.texera.lake.v1.RegisterComputingUnitResponse\x12w\n\x16HeartbeatComputingUnit\x12-.texera.lake.v1.HeartbeatComputingUnitRequest\x1a..texera.lake.v1.HeartbeatComputingUnitResponse\x12k\n\x12ListComputingUnits\x12).texera.lake.v1.ListComputingUnitsRequest\x1a*.texera.lake.v1.ListComputingUnitsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'texera.lake.v1.registry_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CATALOGBACKEND']._serialized_start=2616
-  _globals['_CATALOGBACKEND']._serialized_end=2716
-  _globals['_COMPUTINGUNITSTATE']._serialized_start=2718
-  _globals['_COMPUTINGUNITSTATE']._serialized_end=2841
-  _globals['_CATALOGBINDING']._serialized_start=187
-  _globals['_CATALOGBINDING']._serialized_end=440
-  _globals['_BINDEXECUTIONREQUEST']._serialized_start=443
-  _globals['_BINDEXECUTIONREQUEST']._serialized_end=607
-  _globals['_BINDEXECUTIONRESPONSE']._serialized_start=610
-  _globals['_BINDEXECUTIONRESPONSE']._serialized_end=745
-  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_start=748
-  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_end=1023
-  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_start=1025
-  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_end=1101
-  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_start=1103
-  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_end=1150
-  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_start=1152
-  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_end=1273
-  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_start=1275
-  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_end=1322
-  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_start=1324
-  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_end=1399
-  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_start=1402
-  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_end=1567
-  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_start=1569
-  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_end=1671
-  _globals['_COMPUTINGUNIT']._serialized_start=1674
-  _globals['_COMPUTINGUNIT']._serialized_end=1970
-  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_start=1972
-  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_end=2065
-  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_start=2068
-  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_end=2209
-  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_start=2211
-  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_end=2324
-  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_start=2326
-  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_end=2413
-  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_start=2415
-  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_end=2503
-  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_start=2505
-  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_end=2614
-  _globals['_REGISTRYSERVICE']._serialized_start=2844
-  _globals['_REGISTRYSERVICE']._serialized_end=3739
+  _globals['_CATALOGBINDING'].fields_by_name['catalog_token']._loaded_options = None
+  _globals['_CATALOGBINDING'].fields_by_name['catalog_token']._serialized_options = b'\310\332\030\001'
+  _globals['_CATALOGBACKEND']._serialized_start=2742
+  _globals['_CATALOGBACKEND']._serialized_end=2842
+  _globals['_COMPUTINGUNITSTATE']._serialized_start=2844
+  _globals['_COMPUTINGUNITSTATE']._serialized_end=2967
+  _globals['_CATALOGBINDING']._serialized_start=221
+  _globals['_CATALOGBINDING']._serialized_end=566
+  _globals['_BINDEXECUTIONREQUEST']._serialized_start=569
+  _globals['_BINDEXECUTIONREQUEST']._serialized_end=733
+  _globals['_BINDEXECUTIONRESPONSE']._serialized_start=736
+  _globals['_BINDEXECUTIONRESPONSE']._serialized_end=871
+  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_start=874
+  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_end=1149
+  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_start=1151
+  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_end=1227
+  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_start=1229
+  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_end=1276
+  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_start=1278
+  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_end=1399
+  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_start=1401
+  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_end=1448
+  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_start=1450
+  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_end=1525
+  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_start=1528
+  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_end=1693
+  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_start=1695
+  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_end=1797
+  _globals['_COMPUTINGUNIT']._serialized_start=1800
+  _globals['_COMPUTINGUNIT']._serialized_end=2096
+  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_start=2098
+  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_end=2191
+  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_start=2194
+  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_end=2335
+  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_start=2337
+  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_end=2450
+  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_start=2452
+  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_end=2539
+  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_start=2541
+  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_end=2629
+  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_start=2631
+  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_end=2740
+  _globals['_REGISTRYSERVICE']._serialized_start=2970
+  _globals['_REGISTRYSERVICE']._serialized_end=3865
 # @@protoc_insertion_point(module_scope)

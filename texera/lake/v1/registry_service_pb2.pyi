@@ -78,8 +78,9 @@ Global___ComputingUnitState: _TypeAlias = ComputingUnitState  # noqa: Y015
 @_typing.final
 class CatalogBinding(_message.Message):
     """What a computing unit or reader needs to build a catalog client for a
-    warehouse. Never carries a secret: storage credentials are vended by the
-    catalog per table.
+    warehouse. Storage credentials are not in it (the catalog vends them per
+    table); its only secret is a short-lived catalog token for this one
+    warehouse.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -92,6 +93,8 @@ class CatalogBinding(_message.Message):
     CATALOG_WAREHOUSE_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     CREDENTIAL_VERSION_FIELD_NUMBER: _builtins.int
+    CATALOG_TOKEN_FIELD_NUMBER: _builtins.int
+    CATALOG_TOKEN_EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     warehouse_id: _builtins.str
     """Registry identifier of the warehouse."""
     owner_user_id: _builtins.str
@@ -112,6 +115,16 @@ class CatalogBinding(_message.Message):
     """Changes whenever the warehouse's credentials are rotated; a cached
     catalog client built for another version must be rebuilt.
     """
+    catalog_token: _builtins.str
+    """Bearer token for the catalog that reaches this warehouse only: read and
+    write from ResolveWarehouse and BindExecution (computing units), read
+    only from ResolveExecution (readers). Short-lived and never stored; empty
+    when the catalog has no authentication.
+    """
+    @_builtins.property
+    def catalog_token_expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When catalog_token expires; resolve the binding again before then."""
+
     def __init__(
         self,
         *,
@@ -123,10 +136,12 @@ class CatalogBinding(_message.Message):
         catalog_warehouse: _builtins.str = ...,
         project_id: _builtins.str = ...,
         credential_version: _builtins.int = ...,
+        catalog_token: _builtins.str = ...,
+        catalog_token_expire_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["catalog_token_expire_time", b"catalog_token_expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "catalog_uri", b"catalog_uri", "catalog_warehouse", b"catalog_warehouse", "credential_version", b"credential_version", "owner_user_id", b"owner_user_id", "project_id", b"project_id", "state", b"state", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "catalog_token", b"catalog_token", "catalog_token_expire_time", b"catalog_token_expire_time", "catalog_uri", b"catalog_uri", "catalog_warehouse", b"catalog_warehouse", "credential_version", b"credential_version", "owner_user_id", b"owner_user_id", "project_id", b"project_id", "state", b"state", "warehouse_id", b"warehouse_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,406 @@
+"""Authentication to the catalog: the development catalog's tokens and assignments, the
+registry's warehouse-scoped tokens in its bindings, and what a holder of one can reach."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+import requests
+from google.rpc import error_details_pb2
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError, UnauthorizedError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from catalog_map.backends import CatalogFactory
+from catalog_map.cache import CatalogMap
+from embedded_stack.secrets import secret_setting
+from embedded_stack.stack import CATALOG_CLIENT_ID, Stack
+from service_runtime.errors import status_details
+from tests.integration.catalog_client import admin_headers
+from tests.integration.mesh import (
+    RegistryClient,
+    create_warehouse,
+    refused,
+    register_unit,
+    registry_as,
+    user,
+)
+from texera.lake.v1 import (
+    registry_service_pb2,
+    registry_service_pb2_grpc,
+    warehouse_pb2,
+    warehouse_service_pb2_grpc,
+)
+from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.catalog_oauth import OAuthClient
+
+pytestmark = pytest.mark.integration
+
+OUTSIDER = "outsider"
+OUTSIDER_SECRET = "outsider-secret-" + uuid.uuid4().hex
+SHORT_TOKEN_SECONDS = 4
+
+
+def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
+    for detail in status_details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason, dict(info.metadata)
+    return "", {}
+
+
+def registry_secret(stack: Stack) -> str:
+    return stack.secrets.catalog_client_secret
+
+
+def token_of(url: str, client_id: str, secret: str, **form: str) -> requests.Response:
+    return requests.post(
+        f"{url}/oauth2/token",
+        data={"grant_type": "client_credentials", **form},
+        auth=(client_id, secret),
+        timeout=30,
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def short_catalog(stack: Stack) -> str:
+    """A second development catalog on the same data, whose tokens live a few seconds and
+    which knows one more client, with no assignments: an outsider."""
+    clients = {CATALOG_CLIENT_ID: registry_secret(stack), OUTSIDER: OUTSIDER_SECRET}
+    env = {
+        "TEXERA_LAKE_DEV_CATALOG_TOKEN_LIFETIME_SECONDS": str(SHORT_TOKEN_SECONDS),
+        **secret_setting(
+            "TEXERA_LAKE_DEV_CATALOG_CLIENTS",
+            stack.secrets_dir / "short-catalog" / "with-outsider.json",
+            json.dumps(clients),
+        ),
+    }
+    return stack.start_catalog("short-catalog", env)
+
+
+@pytest.fixture(scope="module")
+def alice_and_bob(stack: Stack) -> list[tuple[RegistryClient, warehouse_pb2.Warehouse]]:
+    """Two users, each with a warehouse of their own."""
+    owners = [user(stack, name) for name in ("auth-alice", "auth-bob")]
+    return [(o, create_warehouse(o, stack.provision_bucket(o.subject))) for o in owners]
+
+
+def resolve(
+    client: RegistryClient, warehouse: warehouse_pb2.Warehouse
+) -> registry_service_pb2.CatalogBinding:
+    request = registry_service_pb2.ResolveWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    return client.call(client.ledger.ResolveWarehouse, request).binding  # type: ignore[no-any-return]
+
+
+def test_every_management_and_catalog_call_needs_a_token(stack: Stack) -> None:
+    for url in (
+        f"{stack.catalog_url}/management/v1/warehouse",
+        f"{stack.catalog_url}/catalog/v1/config?warehouse=any",
+        f"{stack.catalog_url}/catalog/v1/{uuid.uuid4()}/namespaces",
+    ):
+        anonymous = requests.get(url, timeout=30)
+        assert anonymous.status_code == 401, url
+        assert anonymous.headers["WWW-Authenticate"] == "Bearer"
+        assert anonymous.json()["error"]["code"] == 401
+        forged = requests.get(url, headers=bearer("not-a-token"), timeout=30)
+        assert forged.status_code == 401
+        assert "invalid_token" in forged.headers["WWW-Authenticate"]
+    assert requests.get(f"{stack.catalog_url}/health", timeout=30).status_code == 200
+
+
+def test_the_token_endpoint_answers_as_rfc_6749_says(stack: Stack) -> None:
+    granted = token_of(stack.catalog_url, CATALOG_CLIENT_ID, registry_secret(stack))
+    assert granted.status_code == 200
+    body = granted.json()
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] > 0
+    assert body["access_token"]
+    in_form = requests.post(
+        f"{stack.catalog_url}/oauth2/token",
+        data={
+            "grant_type": "client_credentials",
+            "client_id": CATALOG_CLIENT_ID,
+            "client_secret": registry_secret(stack),
+            "scope": "lakekeeper",
+        },
+        timeout=30,
+    )
+    assert in_form.status_code == 200
+    wrong = token_of(stack.catalog_url, CATALOG_CLIENT_ID, "wrong-secret-" + "x" * 20)
+    assert (wrong.status_code, wrong.json()["error"]) == (401, "invalid_client")
+    unknown = token_of(stack.catalog_url, "nobody", registry_secret(stack))
+    assert (unknown.status_code, unknown.json()["error"]) == (401, "invalid_client")
+    scope = token_of(stack.catalog_url, CATALOG_CLIENT_ID, registry_secret(stack), scope="all")
+    assert (scope.status_code, scope.json()["error"]) == (400, "invalid_scope")
+    grant = token_of(
+        stack.catalog_url, CATALOG_CLIENT_ID, registry_secret(stack), grant_type="password"
+    )
+    assert (grant.status_code, grant.json()["error"]) == (400, "unsupported_grant_type")
+
+
+def test_a_units_binding_reaches_its_warehouse_only(
+    stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
+) -> None:
+    (alice, alices), (bob, bobs) = alice_and_bob
+    binding = resolve(alice, alices)
+    assert binding.catalog_token
+    left = binding.catalog_token_expire_time.ToSeconds() - time.time()
+    assert 0 < left <= 3600 + 5
+
+    # Bob's table, written with Bob's own binding.
+    bobs_binding = resolve(bob, bobs)
+    bobs_catalog = CatalogFactory().build(bobs_binding)
+    bobs_catalog.create_namespace_if_not_exists("results")
+    bobs_catalog.create_table("results.private", schema=_schema())
+
+    # What a UDF on Alice's unit holds: Alice's binding.
+    headers = bearer(binding.catalog_token)
+    listing = requests.get(
+        f"{stack.catalog_url}/management/v1/warehouse", headers=headers, timeout=30
+    )
+    assert listing.status_code == 403
+    assert listing.json()["error"]["type"] == "ForbiddenException"
+    config = requests.get(
+        f"{stack.catalog_url}/catalog/v1/config",
+        params={"warehouse": bobs.catalog_warehouse_name},
+        headers=headers,
+        timeout=30,
+    )
+    assert config.status_code == 403
+    table = requests.get(
+        f"{stack.catalog_url}/catalog/v1/{bobs.catalog_warehouse_id}/namespaces/results/tables/private",
+        headers={**headers, "X-Iceberg-Access-Delegation": "vended-credentials"},
+        timeout=30,
+    )
+    assert table.status_code == 403
+    exchange = requests.post(
+        f"{stack.catalog_url}/oauth2/token",
+        data={
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": binding.catalog_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "scope": f"warehouse:{bobs.catalog_warehouse_id}:write",
+        },
+        timeout=30,
+    )
+    assert exchange.status_code == 401  # only a client with a secret may exchange
+
+    alices_catalog = CatalogFactory().build(binding)
+    alices_catalog.create_namespace_if_not_exists("results")
+    alices_catalog.create_table("results.mine", schema=_schema())
+    assert ("results", "mine") in alices_catalog.list_tables("results")
+    with pytest.raises(ForbiddenError):
+        RestCatalog(
+            "stolen",
+            uri=binding.catalog_uri,
+            warehouse=bobs.catalog_warehouse_name,
+            token=binding.catalog_token,
+        )
+
+
+def test_a_readers_binding_is_read_only(
+    stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
+) -> None:
+    (alice, alices), _ = alice_and_bob
+    unit = register_unit(stack)
+    execution_id = f"auth-{uuid.uuid4().hex[:8]}"
+    alice.call(
+        alice.ledger.BindExecution,
+        registry_service_pb2.BindExecutionRequest(
+            execution_id=execution_id, warehouse_id=alices.warehouse_id, computing_unit_id=unit
+        ),
+    )
+    resolved = alice.call(
+        alice.ledger.ResolveExecution,
+        registry_service_pb2.ResolveExecutionRequest(execution_id=execution_id),
+    )
+    reader = CatalogFactory().build(resolved.binding)
+    reader.list_namespaces()
+    with pytest.raises(ForbiddenError):
+        reader.create_namespace(f"not-{uuid.uuid4().hex[:6]}")
+
+
+def test_assignments_grant_other_clients_one_warehouse(
+    stack: Stack,
+    short_catalog: str,
+    alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]],
+) -> None:
+    (_, alices), (_, bobs) = alice_and_bob
+    outsider = bearer(token_of(short_catalog, OUTSIDER, OUTSIDER_SECRET).json()["access_token"])
+    config_url = f"{short_catalog}/catalog/v1/config"
+    alices_config = {"warehouse": alices.catalog_warehouse_name}
+    assert (
+        requests.get(config_url, params=alices_config, headers=outsider, timeout=30).status_code
+        == 403
+    )
+
+    assignments = f"{short_catalog}/management/v1/permissions/warehouse/{alices.catalog_warehouse_id}/assignments"
+    grant = {"writes": [{"type": "select", "user": f"oidc~{OUTSIDER}"}]}
+    assert requests.post(assignments, json=grant, headers=outsider, timeout=30).status_code == 403
+    admin = admin_headers(stack)
+    assert requests.post(assignments, json=grant, headers=admin, timeout=30).status_code == 204
+    listed = requests.get(assignments, headers=admin, timeout=30).json()["assignments"]
+    assert {"type": "select", "user": f"oidc~{OUTSIDER}"} in listed
+
+    assert (
+        requests.get(config_url, params=alices_config, headers=outsider, timeout=30).status_code
+        == 200
+    )
+    writes = requests.post(
+        f"{short_catalog}/catalog/v1/{alices.catalog_warehouse_id}/namespaces",
+        json={"namespace": ["outsiders"]},
+        headers=outsider,
+        timeout=30,
+    )
+    assert writes.status_code == 403
+    bobs_config = {"warehouse": bobs.catalog_warehouse_name}
+    assert (
+        requests.get(config_url, params=bobs_config, headers=outsider, timeout=30).status_code
+        == 403
+    )
+    listing = requests.get(f"{short_catalog}/management/v1/warehouse", headers=outsider, timeout=30)
+    assert listing.status_code == 403
+    exchange = requests.post(
+        f"{short_catalog}/oauth2/token",
+        data={
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": outsider["Authorization"].removeprefix("Bearer "),
+            "subject_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "scope": f"warehouse:{alices.catalog_warehouse_id}:write",
+        },
+        auth=(OUTSIDER, OUTSIDER_SECRET),
+        timeout=30,
+    )
+    assert (exchange.status_code, exchange.json()["error"]) == (400, "invalid_scope")
+
+
+def test_expired_tokens_are_refused_and_replaced_transparently(
+    stack: Stack,
+    short_catalog: str,
+    alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]],
+) -> None:
+    (_, alices), _ = alice_and_bob
+    token = token_of(short_catalog, CATALOG_CLIENT_ID, registry_secret(stack)).json()
+    assert token["expires_in"] == SHORT_TOKEN_SECONDS
+    time.sleep(SHORT_TOKEN_SECONDS + 1)
+    expired = requests.get(
+        f"{short_catalog}/management/v1/warehouse",
+        headers=bearer(token["access_token"]),
+        timeout=30,
+    )
+    assert expired.status_code == 401
+    assert "expired" in expired.json()["error"]["message"]
+
+    async def scenario() -> None:
+        client = CatalogClient(
+            f"{short_catalog}/management",
+            f"{short_catalog}/catalog",
+            "00000000-0000-0000-0000-000000000000",
+            oauth=OAuthClient(
+                f"{short_catalog}/oauth2/token",
+                CATALOG_CLIENT_ID,
+                registry_secret(stack),
+                scope="lakekeeper",
+                audience="",
+            ),
+        )
+        await client.open()
+        try:
+            assert await client.find_warehouse(alices.catalog_warehouse_name) is not None
+            await asyncio.sleep(SHORT_TOKEN_SECONDS + 1)
+            assert await client.find_warehouse(alices.catalog_warehouse_name) is not None
+
+            resolved: list[str] = []
+
+            async def resolve_binding(warehouse_id: str) -> registry_service_pb2.CatalogBinding:
+                resolved.append(warehouse_id)
+                token = await client.warehouse_token(alices.catalog_warehouse_id, write=True)
+                assert token is not None
+                binding = registry_service_pb2.CatalogBinding(
+                    warehouse_id=warehouse_id,
+                    backend=registry_service_pb2.CATALOG_BACKEND_REST,
+                    catalog_uri=f"{short_catalog}/catalog",
+                    catalog_warehouse=alices.catalog_warehouse_name,
+                    catalog_token=token.token,
+                )
+                binding.catalog_token_expire_time.FromNanoseconds(int(token.expires_at * 1e9))
+                return binding
+
+            catalogs = CatalogMap(resolve_binding, CatalogFactory().build)
+            first = await catalogs.get(alices.warehouse_id)
+            first.list_namespaces()
+            await asyncio.sleep(SHORT_TOKEN_SECONDS + 1)
+            with pytest.raises(UnauthorizedError):
+                first.list_namespaces()  # the token it was built with has expired
+            second = await catalogs.get(alices.warehouse_id)
+            assert second is not first
+            second.list_namespaces()
+            assert len(resolved) == 2
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_registry_answers_when_the_catalog_refuses_it(
+    stack: Stack,
+    short_catalog: str,
+    alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]],
+    tmp_path: Path,
+) -> None:
+    (_, alices), _ = alice_and_bob
+    wrong = secret_setting(
+        "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "wrong", "wrong-secret-" + "x" * 20
+    )
+    bad_target = stack.start_part("registry-wrong-secret", "warehouse_service", wrong)
+    alice = registry_as(stack, "auth-alice", stack.internal_token("auth-alice"))
+    bad = RegistryClient(stack, alice.subject, *_stubs(bad_target), alice.metadata)
+    error = refused(lambda: resolve(bad, alices))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    reason, metadata = reason_of(error)
+    assert reason == "CATALOG_UNAUTHORIZED"
+    assert metadata["catalog_error"] == "invalid_client"
+
+    outsider = {
+        "TEXERA_LAKE_CATALOG_TOKEN_URI": f"{short_catalog}/oauth2/token",
+        "TEXERA_LAKE_CATALOG_CLIENT_ID": OUTSIDER,
+        **secret_setting(
+            "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "outsider", OUTSIDER_SECRET
+        ),
+    }
+    outsider_target = stack.start_part("registry-outsider", "warehouse_service", outsider)
+    unallowed = RegistryClient(stack, alice.subject, *_stubs(outsider_target), alice.metadata)
+    bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
+    # Bob's warehouse belongs to Bob: the registry's own owner check answers first.
+    assert bobs_error.code() == grpc.StatusCode.NOT_FOUND
+    denied = refused(lambda: resolve(unallowed, alices))
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    reason, metadata = reason_of(denied)
+    assert (reason, metadata["catalog_error"]) == ("CATALOG_FORBIDDEN", "invalid_scope")
+
+
+def _stubs(
+    target: str,
+) -> tuple[
+    warehouse_service_pb2_grpc.WarehouseServiceStub, registry_service_pb2_grpc.RegistryServiceStub
+]:
+    channel = grpc.insecure_channel(target)
+    return (
+        warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
+        registry_service_pb2_grpc.RegistryServiceStub(channel),
+    )
+
+
+def _schema() -> Schema:
+    return Schema(NestedField(1, "id", LongType(), required=False))
