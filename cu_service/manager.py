@@ -118,6 +118,7 @@ class ExecutionManager:
         self._registry = registry
         self._catalogs = catalogs
         self._settings = settings
+        self._file_roots = settings.file_roots
         self._executions: dict[str, LocalExecution] = {}
         self._slots = asyncio.Semaphore(settings.capacity)
         self._threads = ThreadPoolExecutor(
@@ -282,7 +283,12 @@ class ExecutionManager:
                     f"no table {'.'.join(tables[op.operator_id])} in this warehouse"
                 ) from exc
 
-        compiler = WorkflowCompiler(session, console, read_iceberg)  # type: ignore[arg-type]
+        compiler = WorkflowCompiler(
+            session,
+            console,
+            read_iceberg,  # type: ignore[arg-type]
+            self._file_roots,
+        )
         return compiler.compile(workflow)
 
     # Running ------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from pyspark.sql import SparkSession
 
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
-from cu_service.workflow.udf import ConsoleEntry, parse_failure
+from cu_service.workflow.file_roots import OutsideRoots
+from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
 from texera.lake.v1 import execution_pb2
@@ -65,6 +66,8 @@ class ExecutionRun:
     reporter: Reporter
     cancel_reason: Callable[[], str | None]
     outputs: dict[str, WrittenOutput] = field(default_factory=dict)
+    #: The materialized operator being written, named by failures that are no one else's.
+    writing: str = ""
 
     def __call__(self) -> None:
         context = self.session.sparkContext
@@ -81,6 +84,7 @@ class ExecutionRun:
                 self.catalog.create_namespace_if_not_exists(namespace)
             self.telemetry.open()
             self.reporter.running()
+            self._recheck_files()
             self._write_outputs()
         except BaseException as exc:
             self._fail(exc)
@@ -90,6 +94,14 @@ class ExecutionRun:
             self.reporter.finished(execution_pb2.EXECUTION_STATE_SUCCEEDED, None)
         finally:
             context.setJobGroup("", "")
+
+    def _recheck_files(self) -> None:
+        """The files sources read are still the real files they were at submission."""
+        for operator_id, files in self.compiled.files.items():
+            try:
+                files.recheck()
+            except OutsideRoots as exc:
+                raise OperatorFailure(operator_id, f"file source: {exc}", "", "") from exc
 
     def _write_outputs(self) -> None:
         writer = OutputWriter(
@@ -102,6 +114,7 @@ class ExecutionRun:
         )
         for operator_id in self.compiled.materialized:
             self._check_cancelled()
+            self.writing = operator_id
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].start()
             output = self.outputs[operator_id] = WrittenOutput(
@@ -177,7 +190,9 @@ class ExecutionRun:
             )
         else:
             state = execution_pb2.EXECUTION_STATE_FAILED
-            error = execution_pb2.ExecutionError(reason=_reason(exc), message=_summary(exc))
+            error = execution_pb2.ExecutionError(
+                reason=_reason(exc), message=_summary(exc), operator_id=self.writing
+            )
             log.error("execution failed", exc_info=exc, extra={"execution_id": self.execution_id})
             self.telemetry.log(
                 "ERROR", error.message, traceback="".join(traceback.format_exception(exc))
@@ -236,10 +251,24 @@ def _reason(exc: BaseException) -> str:
 
 
 def _summary(exc: BaseException) -> str:
-    """One line about a failure, without Java stack traces."""
+    """One line about a failure, without Java stack traces; for a failure in a Python
+    worker, the Python exception and its message."""
     text = str(exc).strip()
+    if (python := _python_exception(text)) is not None:
+        return python[:1000]
     for raw in text.splitlines():
         line = raw.strip()
         if line and not line.startswith(("at ", "An error occurred while calling")) and line != ":":
             return line[:1000]
     return type(exc).__name__
+
+
+def _python_exception(text: str) -> str | None:
+    """The exception line (type: message) of the first Python traceback in a Spark error."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            for following in lines[index + 1 :]:
+                if following.strip() and not following.startswith((" ", "\t")):
+                    return following.strip()
+    return None

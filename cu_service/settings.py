@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass
 
 from catalog_map.settings import WarehouseClientSettings
+from cu_service.workflow.file_roots import FileRoots
 from service_runtime.config import ConfigError, setting
 
 
@@ -61,10 +62,21 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "How often runtime statistics and console messages are appended to their tables.",
         scoped=True,
     )
+    file_source_roots: str = setting(
+        "FILE_SOURCE_ROOTS",
+        "",
+        "Comma-separated absolute folders that file sources may read (real paths, symlinks "
+        "resolved). Empty means the repository's examples/ folder only.",
+        scoped=True,
+    )
 
     @property
     def computing_unit_id(self) -> str:
         return self.unit_id or f"cu-{socket.gethostname()}"[:64]
+
+    @property
+    def file_roots(self) -> FileRoots:
+        return FileRoots.from_setting(self.file_source_roots)
 
     def address(self, bound_port: int) -> str:
         return self.advertised_address or f"{self.host}:{bound_port}"
@@ -75,3 +87,7 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_TARGET_FILE_SIZE_BYTES must be at least 1 MiB")
+        try:
+            FileRoots.from_setting(self.file_source_roots)
+        except ValueError as exc:
+            raise ConfigError(f"TEXERA_LAKE_CU_FILE_SOURCE_ROOTS: {exc}") from exc

@@ -19,6 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from cu_service.settings import ComputingUnitSettings
+from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
 
 log = logging.getLogger("cu_service.spark")
@@ -55,12 +56,15 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
+        .config("spark.sql.runSQLOnFiles", "false")
     )
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so in one line
         raise ConfigError(f"Spark could not start: {str(exc).splitlines()[0]}") from exc
     spark.sparkContext.setLogLevel("ERROR")
+    Reach(spark).seal_functions()
     # PySpark logs every analysis error with its JVM stack trace; executions report them instead.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # one DEBUG line per JVM call otherwise

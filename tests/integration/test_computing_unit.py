@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
+from cu_service.workflow.file_roots import FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
@@ -152,7 +153,12 @@ def expected_rows(
     spark: SparkSession, flow: workflow_pb2.Workflow
 ) -> dict[str, list[dict[str, Any]]]:
     console = spark.sparkContext.accumulator([], ConsoleParam())
-    compiled = WorkflowCompiler(spark.newSession(), console, lambda i, op: None).compile(flow)  # type: ignore[arg-type,return-value]
+    compiled = WorkflowCompiler(
+        spark.newSession(),
+        console,
+        lambda i, op: None,  # type: ignore[arg-type,return-value]
+        FileRoots.from_setting(""),
+    ).compile(flow)
     return {op: _sorted(compiled.frames[op].toArrow()) for op in compiled.materialized}
 
 
