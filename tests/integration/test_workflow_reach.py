@@ -17,14 +17,14 @@ from tests.integration.compile import compile_flow, local_spark, refusal, rows
 
 pytestmark = pytest.mark.integration
 
-SOURCE = {
+SOURCE: dict[str, Any] = {
     "operator_id": "src",
     "inline_source": {
         "columns": [{"name": "k", "data_type": "int"}, {"name": "v", "data_type": "string"}],
         "rows": [[1, "a"], [2, "b"], [2, "c"]],
     },
 }
-OTHER = {"operator_id": "other", "range_source": {"end": 3}}
+OTHER: dict[str, Any] = {"operator_id": "other", "range_source": {"end": 3}}
 
 
 @pytest.fixture(scope="module")
