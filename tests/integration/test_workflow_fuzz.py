@@ -294,7 +294,7 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-WARM_UP = [
+WARM_UP: list[dict[str, Any]] = [
     {"operator_id": "f", "file_source": {"format": "FILE_FORMAT_CSV", "path": PATHS[2]}},
     {
         "operator_id": "q",
