@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 
 _DAY_MIN = -719_162  # 0001-01-01, in days since 1970-01-01
 _DAY_MAX = 2_932_896  # 9999-12-31
-_MICROS_PER_DAY = 86_400_000_000
-_MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
+_SECONDS_PER_DAY = 86_400
+_UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 class UnwritableValue(ValueError):
@@ -40,11 +40,9 @@ def _check(name: str, array: pa.Array) -> None:
     elif pa.types.is_date32(kind):
         _check_range(name, array.cast(pa.int32()), _DAY_MIN, _DAY_MAX, "date")
     elif pa.types.is_timestamp(kind):
-        per_unit = _MICROS_PER_UNIT[kind.unit]
-        low, high = _DAY_MIN * _MICROS_PER_DAY, (_DAY_MAX + 1) * _MICROS_PER_DAY - 1
-        _check_range(
-            name, array.cast(pa.int64()), int(low / per_unit), int(high / per_unit), "timestamp"
-        )
+        per_day = _SECONDS_PER_DAY * _UNITS_PER_SECOND[kind.unit]
+        low, high = _DAY_MIN * per_day, (_DAY_MAX + 1) * per_day - 1
+        _check_range(name, array.cast(pa.int64()), low, high, "timestamp")
 
 
 def _check_range(name: str, values: pa.Array, low: int, high: int, what: str) -> None:
