@@ -9,10 +9,12 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from cu_service.workflow.file_roots import EXAMPLES, FileRoots, OutsideRoots
+from lake_cli.executions import load_workflow
 from tests.integration.compile import compile_flow, local_spark, refusal, rows
 
 pytestmark = pytest.mark.integration
@@ -323,3 +325,13 @@ def test_a_file_swapped_for_a_symlink_after_submission_is_caught(
     (allowed / "a.csv").symlink_to(outside / "secret.csv")
     with pytest.raises(OutsideRoots):
         resolved.recheck()
+
+
+def test_the_shipped_example_still_runs(spark: SparkSession) -> None:
+    flow = json_format.MessageToDict(
+        load_workflow(EXAMPLES / "sales.yaml"), preserving_proto_field_name=True
+    )
+    compiled = compile_flow(spark, flow["operators"])
+    ranked = rows(compiled, "ranked")
+    assert [r["region"] for r in ranked][:1] == ["south"]
+    assert {r["tier"] for r in ranked} <= {"large", "small"}
