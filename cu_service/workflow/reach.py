@@ -15,10 +15,12 @@ This module is the one place that reads Spark's Catalyst trees (over py4j).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -111,17 +113,25 @@ class Reach:
     def parse_query(self, query: str) -> None:
         """Refuses text that is not one query (a statement, DDL, a command) and forbidden
         names; raises Spark's ParseException for text that does not parse."""
-        _check_parsed(json.loads(self._parser.parseQuery(query).toJSON()))
+        plan = self._parser.parseQuery(query)
+        with _fail_closed():
+            _check_parsed(json.loads(plan.toJSON()))
 
     def parse_expression(self, text: str) -> None:
         """Refuses forbidden names in an expression; raises Spark's ParseException for text
         that does not parse."""
-        _check_parsed(json.loads(self._parser.parseExpression(text).toJSON()))
+        expression = self._parser.parseExpression(text)
+        with _fail_closed():
+            _check_parsed(json.loads(expression.toJSON()))
 
     def check_analyzed(self, frame: DataFrame) -> None:
         """Refuses a plan that reads anything but stand-ins, VALUES, one row or ranges, or
         that holds a forbidden function or plan node."""
-        for name, node in self._nodes(frame._jdf.queryExecution().analyzed()):
+        with _fail_closed():
+            self._check_plan(frame._jdf.queryExecution().analyzed())
+
+    def _check_plan(self, plan: Any) -> None:
+        for name, node in self._nodes(plan):
             _check_class(name)
             if node.children().isEmpty() and name not in _ALLOWED_LEAVES:
                 raise Unreachable(
@@ -148,6 +158,15 @@ class Reach:
         become the children of one array expression (nested lists of expressions included)."""
         array = self._jvm.org.apache.spark.sql.catalyst.expressions.CreateArray
         return json.loads(array(node.expressions(), False).toJSON())
+
+
+@contextlib.contextmanager
+def _fail_closed() -> Iterator[None]:
+    """What cannot be checked is refused."""
+    try:
+        yield
+    except Py4JError as exc:
+        raise Unreachable("Spark could not check it, so it is refused") from exc
 
 
 def _check_parsed(tree: Any) -> None:

@@ -335,3 +335,47 @@ def test_the_shipped_example_still_runs(spark: SparkSession) -> None:
     ranked = rows(compiled, "ranked")
     assert [r["region"] for r in ranked][:1] == ["south"]
     assert {r["tier"] for r in ranked} <= {"large", "small"}
+
+
+# Inline values ------------------------------------------------------------------------
+
+
+def test_inline_decimals_take_up_to_38_digits(spark: SparkSession) -> None:
+    flow = [
+        {
+            "operator_id": "wide",
+            "inline_source": {
+                "columns": [
+                    {"name": "whole", "data_type": "decimal(38,0)"},
+                    {"name": "fraction", "data_type": "decimal(38,37)"},
+                ],
+                "rows": [["9" * 38, "0." + "1" * 37]],
+            },
+            "materialize": True,
+        }
+    ]
+    [row] = rows(compile_flow(spark, flow), "wide")
+    assert str(row["whole"]) == "9" * 38
+    assert str(row["fraction"]) == "0." + "1" * 37
+
+
+@pytest.mark.parametrize(
+    ("data_type", "value"),
+    [("decimal(38,0)", "1" * 39), ("date", "10000-01-01"), ("timestamp", "0001-01-01T00:00+01:00")],
+    ids=["decimal beyond 38 digits", "date past 9999", "timestamp before year 1"],
+)
+def test_inline_values_a_table_cannot_hold_are_refused_naming_the_column(
+    spark: SparkSession, data_type: str, value: str
+) -> None:
+    flow = [
+        {
+            "operator_id": "bad",
+            "inline_source": {
+                "columns": [{"name": "c", "data_type": data_type}],
+                "rows": [[None], [value]],
+            },
+            "materialize": True,
+        }
+    ]
+    found = refused_field(spark, flow)
+    assert "row 1, column 'c'" in found["workflow.operators[0].inline_source.rows[1]"]
