@@ -1,6 +1,7 @@
-"""Random workflows, good and hostile, through the unit's whole validation and Spark analysis:
-each is either accepted or refused with INVALID_ARGUMENT naming a field; nothing else escapes
-(which a client would see as INTERNAL or UNKNOWN) and nothing hangs."""
+"""Random workflows, good and hostile, through the unit's whole validation and Spark analysis,
+and through the real stack: each is either accepted or refused with INVALID_ARGUMENT naming a
+field; nothing else escapes (which a client would see as INTERNAL or UNKNOWN), nothing hangs,
+and what is accepted ends SUCCEEDED or FAILED with a message of its own."""
 
 from __future__ import annotations
 
@@ -15,8 +16,13 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cu_service.workflow.file_roots import EXAMPLES
+from embedded_stack.stack import Stack
+from lake_client.executions import state_name
 from service_runtime.errors import ServiceError
 from tests.integration.compile import compile_flow, local_spark
+from tests.integration.executions import UnitClient, new_user, workflow
+from tests.integration.mesh import bad_fields
+from texera.lake.v1 import execution_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -331,3 +337,43 @@ def test_any_workflow_is_accepted_or_refused_naming_a_field(
         assert error.violations
         assert all(v.field.startswith("workflow") for v in error.violations)
         assert not any("\tat " in v.description for v in error.violations)
+
+
+@pytest.mark.timeout(170)
+@settings(
+    max_examples=10,
+    deadline=timedelta(seconds=90),
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operators=workflows())
+def test_any_workflow_submitted_to_the_stack_ends_well(
+    stack: Stack, user_with_warehouse: tuple[UnitClient, str], operators: list[dict[str, Any]]
+) -> None:
+    client, warehouse_id = user_with_warehouse
+    submitted = submission(client, warehouse_id, operators)
+    if isinstance(submitted, grpc.RpcError):
+        assert submitted.code() == grpc.StatusCode.INVALID_ARGUMENT, submitted.details()
+        assert bad_fields(submitted)
+        return
+    final = client.finish(submitted.execution_id, timeout=80)
+    assert state_name(final) in {"SUCCEEDED", "FAILED"}, final
+    if state_name(final) == "FAILED":
+        assert final.error.message
+        assert not final.error.message.startswith("An exception was thrown from the Python worker")
+
+
+def submission(
+    client: UnitClient, warehouse_id: str, operators: list[dict[str, Any]]
+) -> execution_pb2.Execution | grpc.RpcError:
+    """The execution a submission started, or the error it was refused with."""
+    try:
+        return client.submit(warehouse_id, workflow(operators))
+    except grpc.RpcError as error:
+        return error
+
+
+@pytest.fixture(scope="module")
+def user_with_warehouse(stack: Stack) -> tuple[UnitClient, str]:
+    client, warehouse_id, _ = new_user(stack, "fuzzer")
+    return client, warehouse_id
