@@ -221,14 +221,15 @@ class WorkflowCompiler:
             )
         return reader.load(list(files.paths))
 
-    def _checked(self, field_name: str, check: Callable[[], object]) -> None:
-        """Runs a check of a user's text; what it finds wrong is a problem of that field."""
+    def _checked(self, field_name: str, check: Callable[[], object], spark_says: str = "") -> None:
+        """Runs a check of a user's text; what it finds wrong is a problem of that field
+        (Spark's own complaints prefixed by spark_says)."""
         try:
             check()
         except Unreachable as exc:
             raise OperatorProblem(str(exc), field_name) from exc
         except PySparkException as exc:
-            raise OperatorProblem(first_line(exc), field_name) from exc
+            raise OperatorProblem(spark_says + first_line(exc), field_name) from exc
 
     def _check_expression(
         self, text: str, field_name: str, apply: Callable[[DataFrame], DataFrame], input: DataFrame
@@ -319,7 +320,11 @@ class WorkflowCompiler:
     def _sql_query(self, op: workflow_pb2.Operator, inputs: list[DataFrame]) -> DataFrame:
         query = op.sql_query.query.strip().rstrip(";")
         # Only one query parses here: statements (DDL, INSERT, SET, CACHE ...) never run.
-        self._checked("query", lambda: self._reach.parse_query(query))
+        self._checked(
+            "query",
+            lambda: self._reach.parse_query(query),
+            "must be one query (SELECT, WITH, VALUES or TABLE): ",
+        )
         names = list(dict.fromkeys(op.input_operator_ids))
         frames = dict(zip(op.input_operator_ids, inputs, strict=True))
         try:
