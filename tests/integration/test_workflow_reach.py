@@ -102,6 +102,7 @@ def test_refusals_say_what_is_not_allowed(spark: SparkSession) -> None:
         "only the operator's inputs may be named"
         in refused_field(spark, sql("SELECT * FROM json.`/etc/passwd`"))[QUERY]
     )
+    assert "must be one query" in refused_field(spark, sql("DROP TABLE src"))[QUERY]
     assert (
         "TRANSFORM is not available"
         in refused_field(spark, sql("SELECT TRANSFORM(k) USING 'id' AS (x) FROM src"))[QUERY]
