@@ -10,6 +10,7 @@ stays visible; statistics and console messages stay, to explain what happened.
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -259,8 +260,14 @@ def _summary(exc: BaseException) -> str:
     for raw in text.splitlines():
         line = raw.strip()
         if line and not line.startswith(("at ", "An error occurred while calling")) and line != ":":
-            return line[:1000]
+            # A task's failure: Spark's "Job aborted ... Lost task ..." before the error itself.
+            found = _SPARK_ERROR_CLASS.search(line)
+            return line[found.start() if found else 0 :][:1000]
     return type(exc).__name__
+
+
+#: Where Spark's own message starts: its error class, as in ``[CAST_INVALID_INPUT] ...``.
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*\] ")
 
 
 def _python_exception(text: str) -> str | None:

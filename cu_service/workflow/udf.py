@@ -131,7 +131,7 @@ def run_udf(
                 exec(compile(code, f"<udf {operator_id}>", "exec"), namespace)  # noqa: S102 - user code by design
                 for batch in namespace[function_name](batches):
                     yield conform(batch, output)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             tail = "\n".join(printed.getvalue().splitlines()[-50:])
             raise OperatorFailure(
                 operator_id,

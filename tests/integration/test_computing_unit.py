@@ -546,7 +546,7 @@ def test_the_shipped_examples_are_readable_by_default(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(
-    ("operator", "says"),
+    ("operator", "reason", "says"),
     [
         (
             {
@@ -559,6 +559,7 @@ def test_the_shipped_examples_are_readable_by_default(stack: Stack) -> None:
                     ]
                 }
             },
+            "OPERATOR_FAILED",
             "column 'day' holds a date after year 9999",
         ),
         (
@@ -567,13 +568,29 @@ def test_the_shipped_examples_are_readable_by_default(stack: Stack) -> None:
                     "def process(batches):\n    yield from batches\n", [("other", "bigint")]
                 )
             },
+            "OPERATOR_FAILED",
             "ValueError: the function yielded columns ['id'], the output columns are ['other']",
         ),
+        (
+            {
+                "python_udf": udf(
+                    "import sys\ndef process(batches):\n    sys.exit(3)\n    yield\n",
+                    [("id", "bigint")],
+                )
+            },
+            "OPERATOR_FAILED",
+            "SystemExit: 3",
+        ),
+        (
+            {"projection": {"columns": [{"expression": "CAST(CAST(id AS STRING) || 'x' AS INT)"}]}},
+            "EXECUTION_FAILED",
+            "[CAST_INVALID_INPUT] The value '0x'",
+        ),
     ],
-    ids=["date past 9999", "udf output"],
+    ids=["date past 9999", "udf output", "udf exits", "bad cast"],
 )
 def test_failures_at_run_time_name_the_operator_and_say_what(
-    stack: Stack, operator: dict[str, Any], says: str
+    stack: Stack, operator: dict[str, Any], reason: str, says: str
 ) -> None:
     client, warehouse_id, _ = new_user(stack, "overflow")
     flow = workflow(
@@ -584,7 +601,7 @@ def test_failures_at_run_time_name_the_operator_and_say_what(
     )
     execution = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert state_name(execution) == "FAILED"
-    assert execution.error.reason == "OPERATOR_FAILED"
+    assert execution.error.reason == reason
     assert execution.error.operator_id == "out"
     assert says in execution.error.message
     assert "An exception was thrown from the Python worker" not in execution.error.message

@@ -28,3 +28,12 @@ def test_other_failures_read_as_their_first_meaningful_line() -> None:
     assert _summary(RuntimeError("\n: \n  at x\n[CAST_INVALID_INPUT] bad cast\n")) == (
         "[CAST_INVALID_INPUT] bad cast"
     )
+
+
+def test_a_failed_task_reads_as_sparks_own_error() -> None:
+    text = (
+        "Job aborted due to stage failure: Task 0 in stage 5.0 failed 1 times, most recent "
+        "failure: Lost task 0.0 (TID 5): org.apache.spark.SparkNumberFormatException: "
+        '[CAST_INVALID_INPUT] The value \'x\' of the type "STRING" cannot be cast to "INT".'
+    )
+    assert _summary(RuntimeError(text)).startswith("[CAST_INVALID_INPUT] The value 'x'")
