@@ -113,16 +113,14 @@ class Reach:
     def parse_query(self, query: str) -> None:
         """Refuses text that is not one query (a statement, DDL, a command) and forbidden
         names; raises Spark's ParseException for text that does not parse."""
-        plan = self._parser.parseQuery(query)
         with _fail_closed():
-            _check_parsed(json.loads(plan.toJSON()))
+            _check_parsed(json.loads(self._parser.parseQuery(query).toJSON()))
 
     def parse_expression(self, text: str) -> None:
         """Refuses forbidden names in an expression; raises Spark's ParseException for text
         that does not parse."""
-        expression = self._parser.parseExpression(text)
         with _fail_closed():
-            _check_parsed(json.loads(expression.toJSON()))
+            _check_parsed(json.loads(self._parser.parseExpression(text).toJSON()))
 
     def check_analyzed(self, frame: DataFrame) -> None:
         """Refuses a plan that reads anything but stand-ins, VALUES, one row or ranges, or
@@ -162,11 +160,14 @@ class Reach:
 
 @contextlib.contextmanager
 def _fail_closed() -> Iterator[None]:
-    """What cannot be checked is refused."""
+    """What cannot be checked (Spark failing, or a tree too deep to walk) is refused; Spark's
+    own complaints about the text (parse and analysis errors) pass through."""
     try:
         yield
-    except Py4JError as exc:
-        raise Unreachable("Spark could not check it, so it is refused") from exc
+    except (Py4JError, RecursionError) as exc:
+        raise Unreachable(
+            "it could not be checked (too deep or too large), so it is refused"
+        ) from exc
 
 
 def _check_parsed(tree: Any) -> None:

@@ -140,6 +140,27 @@ def test_expressions_reaching_past_their_input_are_refused(
     assert list(refused_field(spark, flow)) == [f"workflow.operators[2].{field}"]
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "(" * 3000 + "k > 1" + ")" * 3000,
+        "k IN " + "(SELECT id FROM range(1) WHERE id IN " * 150 + "(SELECT 1)" + ")" * 150,
+    ],
+    ids=["deep parentheses", "deep subqueries"],
+)
+def test_text_too_deep_to_check_is_refused(spark: SparkSession, condition: str) -> None:
+    flow = [
+        SOURCE,
+        {
+            "operator_id": "e",
+            "input_operator_ids": ["src"],
+            "filter": {"condition": condition},
+            "materialize": True,
+        },
+    ]
+    assert list(refused_field(spark, flow)) == ["workflow.operators[1].filter.condition"]
+
+
 def test_bad_expressions_name_their_field(spark: SparkSession) -> None:
     flow = [
         SOURCE,
