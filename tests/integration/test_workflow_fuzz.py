@@ -320,7 +320,7 @@ def refusal_of(spark: SparkSession, operators: list[dict[str, Any]]) -> ServiceE
     return None
 
 
-@pytest.mark.timeout(110)
+@pytest.mark.timeout(110, func_only=True)
 @settings(
     max_examples=40,
     deadline=timedelta(seconds=60),
@@ -339,9 +339,9 @@ def test_any_workflow_is_accepted_or_refused_naming_a_field(
         assert not any("\tat " in v.description for v in error.violations)
 
 
-@pytest.mark.timeout(170)
+@pytest.mark.timeout(170, func_only=True)  # the stack's start is not the test's
 @settings(
-    max_examples=10,
+    max_examples=6,
     deadline=timedelta(seconds=90),
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
