@@ -32,6 +32,7 @@ from benchmarks.shared import USER, create_warehouse, plan, run_execution, user_
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
+from cu_service.workflow.file_roots import FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.settings import StackSettings
@@ -74,7 +75,12 @@ def run_floor(
 ) -> float:
     started = time.perf_counter()
     console = spark.sparkContext.accumulator([], ConsoleParam())
-    compiled = WorkflowCompiler(spark.newSession(), console, lambda i, op: None).compile(flow)  # type: ignore[arg-type,return-value]
+    compiled = WorkflowCompiler(
+        spark.newSession(),
+        console,
+        lambda i, op: None,  # type: ignore[arg-type,return-value]
+        FileRoots.from_setting(""),
+    ).compile(flow)
     frame = compiled.frames[compiled.materialized[0]]
     prefix = f"floor/{uuid.uuid4().hex}"
     written = frame.mapInArrow(

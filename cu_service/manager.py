@@ -129,6 +129,7 @@ class ExecutionManager:
         self._registry = registry
         self._catalogs = catalogs
         self._settings = settings
+        self._file_roots = settings.file_roots
         self._executions: dict[str, LocalExecution] = {}
         #: One FAIR scheduler pool per run slot: running executions share the task slots.
         self._pools: asyncio.Queue[str] = asyncio.Queue()
@@ -283,7 +284,13 @@ class ExecutionManager:
                     f"no table {'.'.join(tables[op.operator_id])} in this warehouse"
                 ) from exc
 
-        compiled = WorkflowCompiler(session, console, read_iceberg).compile(workflow)  # type: ignore[arg-type]
+        compiler = WorkflowCompiler(
+            session,
+            console,
+            read_iceberg,  # type: ignore[arg-type]
+            self._file_roots,
+        )
+        compiled = compiler.compile(workflow)
         check_queries(workflow, compiled, self._workflow_limits)
         return session, console, compiled
 

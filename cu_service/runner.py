@@ -13,6 +13,7 @@ Its jobs go to the FAIR scheduler pool it was given.
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ from pyspark.sql import SparkSession
 from cu_service.resource_limits import RESOURCE_LIMIT, ResourceLimitExceeded, RunLimits
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
-from cu_service.workflow.udf import ConsoleEntry, ParsedFailure, parse_failure
+from cu_service.workflow.file_roots import OutsideRoots
+from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
 from texera.lake.v1 import execution_pb2
@@ -74,6 +76,8 @@ class ExecutionRun:
     #: The FAIR scheduler pool its jobs go to, one per running execution.
     pool: str
     outputs: dict[str, WrittenOutput] = field(default_factory=dict)
+    #: The materialized operator being written, named by failures that are no one else's.
+    writing: str = ""
 
     def __call__(self) -> None:
         context = self.session.sparkContext
@@ -91,6 +95,7 @@ class ExecutionRun:
                 self.catalog.create_namespace_if_not_exists(namespace)
             self.telemetry.open()
             self.reporter.running()
+            self._recheck_files()
             self._write_outputs()
         except BaseException as exc:
             self._fail(exc)
@@ -101,6 +106,14 @@ class ExecutionRun:
         finally:
             context.setJobGroup("", "")
             context.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
+    def _recheck_files(self) -> None:
+        """The files sources read are still the real files they were at submission."""
+        for operator_id, files in self.compiled.files.items():
+            try:
+                files.recheck()
+            except OutsideRoots as exc:
+                raise OperatorFailure(operator_id, f"file source: {exc}", "", "") from exc
 
     def _write_outputs(self) -> None:
         writer = OutputWriter(
@@ -114,6 +127,7 @@ class ExecutionRun:
         )
         for operator_id in self.compiled.materialized:
             self._check_cancelled()
+            self.writing = operator_id
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].start()
             output = self.outputs[operator_id] = WrittenOutput(
@@ -194,7 +208,9 @@ class ExecutionRun:
                 "ERROR", failure.error, operator_id=failure.operator_id, traceback=failure.traceback
             )
         else:
-            error = execution_pb2.ExecutionError(reason=_reason(exc), message=_summary(exc))
+            error = execution_pb2.ExecutionError(
+                reason=_reason(exc), message=_summary(exc), operator_id=self.writing
+            )
             log.error("execution failed", exc_info=exc, extra={"execution_id": self.execution_id})
             self.telemetry.log(
                 "ERROR", error.message, traceback="".join(traceback.format_exception(exc))
@@ -268,10 +284,30 @@ def _reason(exc: BaseException) -> str:
 
 
 def _summary(exc: BaseException) -> str:
-    """One line about a failure, without Java stack traces."""
+    """One line about a failure, without Java stack traces; for a failure in a Python
+    worker, the Python exception and its message."""
     text = str(exc).strip()
+    if (python := _python_exception(text)) is not None:
+        return python[:1000]
     for raw in text.splitlines():
         line = raw.strip()
         if line and not line.startswith(("at ", "An error occurred while calling")) and line != ":":
-            return line[:1000]
+            # A task's failure: Spark's "Job aborted ... Lost task ..." before the error itself.
+            found = _SPARK_ERROR_CLASS.search(line)
+            return line[found.start() if found else 0 :][:1000]
     return type(exc).__name__
+
+
+#: Where Spark's own message starts: its error class, as in ``[CAST_INVALID_INPUT] ...``.
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*\] ")
+
+
+def _python_exception(text: str) -> str | None:
+    """The exception line (type: message) of the first Python traceback in a Spark error."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            for following in lines[index + 1 :]:
+                if following.strip() and not following.startswith((" ", "\t")):
+                    return following.strip()
+    return None

@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass
 
 from catalog_map.settings import WarehouseClientSettings
+from cu_service.workflow.file_roots import FileRoots
 from service_runtime.config import ConfigError, setting
 
 
@@ -67,6 +68,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "TELEMETRY_INTERVAL_SECONDS",
         10.0,
         "How often runtime statistics and console messages are appended to their tables.",
+        scoped=True,
+    )
+    file_source_roots: str = setting(
+        "FILE_SOURCE_ROOTS",
+        "",
+        "Comma-separated absolute folders that file sources may read (real paths, symlinks "
+        "resolved). Empty means the repository's examples/ folder only.",
         scoped=True,
     )
 
@@ -134,6 +142,10 @@ class ComputingUnitSettings(WarehouseClientSettings):
     def computing_unit_id(self) -> str:
         return self.unit_id or f"cu-{socket.gethostname()}"[:64]
 
+    @property
+    def file_roots(self) -> FileRoots:
+        return FileRoots.from_setting(self.file_source_roots)
+
     def address(self, bound_port: int) -> str:
         return self.advertised_address or f"{self.host}:{bound_port}"
 
@@ -161,6 +173,10 @@ class ComputingUnitSettings(WarehouseClientSettings):
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{self.variable_of(name)} must be positive")
+        try:
+            FileRoots.from_setting(self.file_source_roots)
+        except ValueError as exc:
+            raise ConfigError(f"TEXERA_LAKE_CU_FILE_SOURCE_ROOTS: {exc}") from exc
 
     @classmethod
     def variable_of(cls, attribute: str) -> str:

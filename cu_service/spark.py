@@ -27,6 +27,7 @@ import cu_service
 from cu_service import worker_daemon
 from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
+from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
 from service_runtime.system_users import system_user
 
@@ -113,12 +114,15 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
         .config("spark.executor.killOnFatalError.depth", "0")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
+        .config("spark.sql.runSQLOnFiles", "false")
     )
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so in one line
         raise ConfigError(f"Spark could not start: {str(exc).splitlines()[0]}") from exc
     spark.sparkContext.setLogLevel("ERROR")
+    Reach(spark).seal_functions()
     # PySpark logs every analysis error with its JVM stack trace; executions report them instead.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # one DEBUG line per JVM call otherwise

@@ -2,8 +2,12 @@
 
 Spark analyzes each DataFrame as it is built, so unknown columns, type
 errors and bad SQL surface here, before anything runs, as INVALID_ARGUMENT
-naming the operator. Each execution compiles in its own Spark session, so
-the temporary views that SQL operators read are private to it.
+naming the operator and its field. Users' SQL and expressions are first
+analyzed over stand-ins of their inputs and refused if they reach past them
+(see reach); file sources read only the real files their path names under
+the allowed roots (see file_roots). Each execution compiles in its own Spark
+session, and the temporary views a SQL operator reads exist only while it is
+compiled.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NullType, StructField, StructType, _parse_datatype_string
 
+from cu_service.spark import arrow_schema
 from cu_service.workflow import graph
+from cu_service.workflow.file_roots import FileRoots, OutsideRoots, ResolvedFiles
+from cu_service.workflow.reach import Reach, Unreachable, stand_in
 from cu_service.workflow.udf import ConsoleEntry, run_udf
 from cu_service.workflow.values import BadValue, convert
 from service_runtime.errors import FieldViolation, invalid_argument
@@ -75,6 +82,8 @@ class CompiledWorkflow:
     materialized: list[str]
     inputs: dict[str, list[str]] = field(default_factory=dict)
     source_facts: dict[str, SourceFacts] = field(default_factory=dict)
+    #: The real files each file source reads, to be checked again just before they are read.
+    files: dict[str, ResolvedFiles] = field(default_factory=dict)
 
 
 def column(name: str) -> Column:
@@ -112,10 +121,13 @@ class WorkflowCompiler:
         session: SparkSession,
         console: Accumulator[list[ConsoleEntry]],
         read_iceberg: IcebergReader,
+        file_roots: FileRoots,
     ) -> None:
         self._session = session
         self._console = console
         self._read_iceberg = read_iceberg
+        self._file_roots = file_roots
+        self._reach = Reach(session)
 
     def compile(self, workflow: workflow_pb2.Workflow) -> CompiledWorkflow:
         order = graph.validate(workflow)
@@ -170,7 +182,12 @@ class WorkflowCompiler:
             frame = self._session.range(source.start, source.end, step, source.partitions or None)
             return frame.withColumnRenamed("id", source.column_name or "id")
         if kind == "file_source":
-            return self._files(op.file_source)
+            try:
+                files = self._file_roots.resolve(op.file_source.path)
+            except OutsideRoots as exc:
+                raise OperatorProblem(f"path {op.file_source.path!r}: {exc}", "path") from exc
+            compiled.files[op.operator_id] = files
+            return self._files(op.file_source, files)
         if kind == "iceberg_table_source":
             return self._read_iceberg(index, op)
         builder: Callable[[workflow_pb2.Operator, list[DataFrame]], DataFrame] = getattr(
@@ -194,7 +211,7 @@ class WorkflowCompiler:
             rows.append(tuple(converted))
         return self._session.createDataFrame(rows, schema, verifySchema=True)
 
-    def _files(self, source: workflow_pb2.FileSource) -> DataFrame:
+    def _files(self, source: workflow_pb2.FileSource, files: ResolvedFiles) -> DataFrame:
         reader = self._session.read.format(_FORMATS[source.format])
         if source.columns:
             reader = reader.schema(schema_of(list(source.columns), "columns"))
@@ -202,12 +219,43 @@ class WorkflowCompiler:
             reader = reader.option("header", source.csv_header).option(
                 "sep", source.csv_delimiter or ","
             )
-        return reader.load(source.path)
+        return reader.load(list(files.paths))
+
+    def _checked(self, field_name: str, check: Callable[[], object], spark_says: str = "") -> None:
+        """Runs a check of a user's text; what it finds wrong is a problem of that field
+        (Spark's own complaints prefixed by spark_says)."""
+        try:
+            check()
+        except Unreachable as exc:
+            raise OperatorProblem(str(exc), field_name) from exc
+        except PySparkException as exc:
+            raise OperatorProblem(spark_says + first_line(exc), field_name) from exc
+
+    def _check_expression(
+        self, text: str, field_name: str, apply: Callable[[DataFrame], DataFrame], input: DataFrame
+    ) -> None:
+        """Parses the expression, then analyzes it over a stand-in of the input."""
+        self._checked(field_name, lambda: self._reach.parse_expression(text))
+        self._checked(
+            field_name,
+            lambda: self._reach.check_analyzed(apply(stand_in(self._session, input.schema))),
+        )
 
     def _filter(self, op: workflow_pb2.Operator, inputs: list[DataFrame]) -> DataFrame:
-        return inputs[0].filter(F.expr(op.filter.condition))
+        condition = op.filter.condition
+        self._check_expression(
+            condition, "condition", lambda frame: frame.filter(F.expr(condition)), inputs[0]
+        )
+        return inputs[0].filter(F.expr(condition))
 
     def _projection(self, op: workflow_pb2.Operator, inputs: list[DataFrame]) -> DataFrame:
+        for index, projected in enumerate(op.projection.columns):
+            self._check_expression(
+                projected.expression,
+                f"columns[{index}].expression",
+                functools.partial(_select, projected.expression),
+                inputs[0],
+            )
         columns = [
             F.expr(c.expression).alias(c.alias) if c.alias else F.expr(c.expression)
             for c in op.projection.columns
@@ -270,17 +318,41 @@ class WorkflowCompiler:
         return functools.reduce(merge, inputs)
 
     def _sql_query(self, op: workflow_pb2.Operator, inputs: list[DataFrame]) -> DataFrame:
-        for name, frame in zip(op.input_operator_ids, inputs, strict=True):
-            frame.createOrReplaceTempView(f"`{name}`")
-        # Inside FROM (...) only a query parses: statements (DDL, INSERT, SET ...) are refused.
         query = op.sql_query.query.strip().rstrip(";")
-        return self._session.sql(f"SELECT * FROM ({query}) AS __query")  # noqa: S608 - the user's query, by design
+        # Only one query parses here: statements (DDL, INSERT, SET, CACHE ...) never run.
+        self._checked(
+            "query",
+            lambda: self._reach.parse_query(query),
+            "must be one query (SELECT, WITH, VALUES or TABLE): ",
+        )
+        names = list(dict.fromkeys(op.input_operator_ids))
+        frames = dict(zip(op.input_operator_ids, inputs, strict=True))
+        try:
+            for name in names:
+                stand_in(self._session, frames[name].schema).createOrReplaceTempView(f"`{name}`")
+            self._checked("query", lambda: self._reach.check_analyzed(self._session.sql(query)))
+            for name in names:
+                frames[name].createOrReplaceTempView(f"`{name}`")
+            return self._session.sql(query)
+        finally:  # later operators must not see these inputs
+            for name in names:
+                self._session.catalog.dropTempView(name)
 
     def _python_udf(self, op: workflow_pb2.Operator, inputs: list[DataFrame]) -> DataFrame:
         udf = op.python_udf
         schema = schema_of(list(udf.output_columns), "output_columns")
-        function = run_udf(op.operator_id, udf.code, udf.function_name or "process", self._console)
+        function = run_udf(
+            op.operator_id,
+            udf.code,
+            udf.function_name or "process",
+            arrow_schema(schema),
+            self._console,
+        )
         return inputs[0].mapInArrow(function, schema)
+
+
+def _select(expression: str, frame: DataFrame) -> DataFrame:
+    return frame.select(F.expr(expression))
 
 
 def _check_writable(frame: DataFrame) -> None:

@@ -2,11 +2,13 @@
 
 The function runs in Spark's Python workers (mapInArrow). What it prints is
 captured and sent back with the task's result through an accumulator, as
-console messages of the operator. If it raises, the task fails with an error
-whose text carries the operator id, the exception, its traceback (frames of
-the user's code only) and the last printed lines between markers, so the
-driver can record all of it even though a failed task's accumulator updates
-are dropped.
+console messages of the operator. Each batch it yields is checked against
+the operator's output columns (names, then a safe cast to their types). If
+it raises, or yields what does not fit, the task fails with an error whose
+text carries the operator id, the exception, its traceback (frames of the
+user's code only) and the last printed lines between markers, so the driver
+can record all of it even though a failed task's accumulator updates are
+dropped. The writer reports its failures with the same markers.
 """
 
 from __future__ import annotations
@@ -100,10 +102,26 @@ def _user_traceback(exc: BaseException, operator_id: str) -> str:
     return "".join(lines)
 
 
+def conform(batch: Any, schema: pa.Schema) -> pa.RecordBatch:
+    """A yielded batch with the output columns' names, cast safely to their types."""
+    if not isinstance(batch, pa.RecordBatch):
+        raise TypeError(f"the function must yield pyarrow.RecordBatch, not {type(batch).__name__}")
+    if batch.schema.names != schema.names:
+        raise ValueError(
+            f"the function yielded columns {batch.schema.names}, the output columns are "
+            f"{schema.names}"
+        )
+    return batch if batch.schema.equals(schema) else batch.cast(schema)
+
+
 def run_udf(
-    operator_id: str, code: str, function_name: str, console: Accumulator[list[ConsoleEntry]]
+    operator_id: str,
+    code: str,
+    function_name: str,
+    output: pa.Schema,
+    console: Accumulator[list[ConsoleEntry]],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The mapInArrow function for a PythonUdf operator."""
+    """The mapInArrow function for a PythonUdf operator whose batches have the output schema."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         printed = io.StringIO()
@@ -111,8 +129,9 @@ def run_udf(
         try:
             with contextlib.redirect_stdout(printed):
                 exec(compile(code, f"<udf {operator_id}>", "exec"), namespace)  # noqa: S102 - user code by design
-                yield from namespace[function_name](batches)
-        except Exception as exc:
+                for batch in namespace[function_name](batches):
+                    yield conform(batch, output)
+        except (Exception, SystemExit) as exc:
             tail = "\n".join(printed.getvalue().splitlines()[-50:])
             raise OperatorFailure(
                 operator_id,

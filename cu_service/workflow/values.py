@@ -12,7 +12,7 @@ import binascii
 import math
 from collections.abc import Callable
 from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 from pyspark.sql import Row
@@ -38,6 +38,8 @@ from pyspark.sql.types import (
 
 _INTEGER_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+#: Spark's widest decimal; Python's default context keeps only 28 digits.
+_DECIMALS = Context(prec=38)
 
 
 class BadValue(ValueError):
@@ -48,7 +50,7 @@ def _integer(value: Any, bits: int) -> int:
     if isinstance(value, bool):
         raise BadValue("expected an integer, got a boolean")
     if (isinstance(value, float) and value.is_integer()) or (
-        isinstance(value, str) and value.strip().lstrip("-").isdigit()
+        isinstance(value, str) and value.strip().lstrip("-").isdecimal()
     ):
         number = int(value)
     elif isinstance(value, int):
@@ -75,7 +77,12 @@ def _decimal(value: Any, kind: DecimalType) -> Decimal:
         number = Decimal(str(value))
     except InvalidOperation as exc:
         raise BadValue(f"expected a decimal number, got {value!r}") from exc
-    scaled = number.quantize(Decimal(1).scaleb(-kind.scale))
+    if not number.is_finite():
+        raise BadValue(f"expected a finite decimal number, got {value!r}")
+    try:
+        scaled = number.quantize(Decimal(1).scaleb(-kind.scale), context=_DECIMALS)
+    except InvalidOperation as exc:  # more digits than any decimal column holds
+        raise BadValue(f"{value} has more than {kind.precision} digits") from exc
     if scaled != number:
         raise BadValue(f"{value} has more than {kind.scale} decimal places")
     if len(scaled.as_tuple().digits) > kind.precision:
@@ -94,7 +101,10 @@ def _timestamp(value: Any, *, with_zone: bool) -> datetime:
         if moment.tzinfo is not None:
             raise BadValue("a timestamp without time zone must have no offset")
         return moment
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    try:
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError as exc:
+        raise BadValue(f"{value} is outside years 1 to 9999 in UTC") from exc
 
 
 def _boolean(value: Any, kind: DataType) -> bool:
@@ -120,7 +130,7 @@ def _date(value: Any, kind: DataType) -> date:
     try:
         return date.fromisoformat(value)
     except (TypeError, ValueError) as exc:
-        raise BadValue(f"expected a date YYYY-MM-DD, got {value!r}") from exc
+        raise BadValue(f"expected a date YYYY-MM-DD from year 1 to 9999, got {value!r}") from exc
 
 
 def _array(value: Any, kind: ArrayType) -> list[Any]:

@@ -4,7 +4,10 @@ Each task streams its Arrow batches into Parquet files directly in the
 table's storage, rolling over to a new file at the target size, and returns
 one row per file with what the driver needs to commit it: path, size and the
 column statistics Iceberg keeps. File names carry a fresh UUID per file, so no
-two tasks (nor two attempts of one task) ever write the same file.
+two tasks (nor two attempts of one task) ever write the same file. A value
+the table cannot hold, or any other failure but storage's, fails the task as
+a failure of the operator being written (udf.OperatorFailure), so that the
+execution's error names the operator and says what went wrong.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pyspark import TaskContext
 
 from cu_service.resource_limits import RESULT_BYTES_MARKER
 from cu_service.table_access import TableAccess
+from cu_service.workflow.udf import OperatorFailure, clip
+from cu_service.writer.bounds import UnwritableValue, check_bounds
 
 #: The schema of what write_partition yields: one pickled file description per row.
 FILES_SCHEMA = "file binary"
@@ -45,6 +50,8 @@ class WriteSpec:
     """What every task of one write needs; picklable."""
 
     access: TableAccess
+    #: The operator whose output this is.
+    operator_id: str
     #: Where the files go: ``<table location>/data/<execution id>``.
     data_location: str
     target_file_size: int
@@ -118,6 +125,18 @@ class _RollingParquetWriter:
 
 def write_partition(spec: WriteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The mapInArrow function of a write: consumes a partition, yields its files."""
+    try:
+        yield from _write_partition(spec, batches)
+    except OSError:  # storage: the execution's failure, not the operator's
+        raise
+    except Exception as exc:
+        what = str(exc) if isinstance(exc, UnwritableValue) else f"{type(exc).__name__}: {exc}"
+        raise OperatorFailure(spec.operator_id, clip(what), "", "") from None
+
+
+def _write_partition(
+    spec: WriteSpec, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     metadata = spec.access.metadata()
     table_schema = metadata.schema()
     file_schema = sanitize_column_names(table_schema)
@@ -141,6 +160,7 @@ def write_partition(spec: WriteSpec, batches: Iterator[pa.RecordBatch]) -> Itera
     for batch in batches:
         if batch.num_rows == 0:
             continue
+        check_bounds(batch)
         if batch_schema is None:
             batch_schema = pyarrow_to_schema(batch.schema, name_mapping=table_schema.name_mapping)
         pending.append(batch)

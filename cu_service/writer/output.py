@@ -98,6 +98,7 @@ class OutputWriter:
         output.location = table.location()
         spec = WriteSpec(
             access=TableAccess.of(self._catalog, table),
+            operator_id=operator_id,
             data_location=f"{table.location()}/data/{self._execution_id}",
             target_file_size=self._policy.target_file_size,
             max_bytes=self._policy.max_result_bytes - self._written,

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
+from cu_service.workflow.file_roots import EXAMPLES, FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
@@ -153,7 +154,12 @@ def expected_rows(
     spark: SparkSession, flow: workflow_pb2.Workflow
 ) -> dict[str, list[dict[str, Any]]]:
     console = spark.sparkContext.accumulator([], ConsoleParam())
-    compiled = WorkflowCompiler(spark.newSession(), console, lambda i, op: None).compile(flow)  # type: ignore[arg-type,return-value]
+    compiled = WorkflowCompiler(
+        spark.newSession(),
+        console,
+        lambda i, op: None,  # type: ignore[arg-type,return-value]
+        FileRoots.from_setting(""),
+    ).compile(flow)
     return {op: _sorted(compiled.frames[op].toArrow()) for op in compiled.materialized}
 
 
@@ -418,7 +424,7 @@ def test_a_later_execution_reads_an_earlier_result(stack: Stack) -> None:
                     "materialize": True,
                 },
             ],
-            "workflow.operators[1]",
+            "workflow.operators[1].filter.condition",
             "'b'",
         ),
         (
@@ -431,8 +437,32 @@ def test_a_later_execution_reads_an_earlier_result(stack: Stack) -> None:
                     "materialize": True,
                 },
             ],
-            "workflow.operators[1]",
+            "workflow.operators[1].sql_query.query",
             "'b'",
+        ),
+        (
+            [
+                {"operator_id": "a", "range_source": {"end": 3}},
+                {
+                    "operator_id": "b",
+                    "input_operator_ids": ["a"],
+                    "sql_query": {"query": "SELECT reflect('java.lang.System', 'getenv', 'PATH')"},
+                    "materialize": True,
+                },
+            ],
+            "workflow.operators[1].sql_query.query",
+            "calls into the JVM",
+        ),
+        (
+            [
+                {
+                    "operator_id": "f",
+                    "file_source": {"format": "FILE_FORMAT_CSV", "path": "/etc/hostname"},
+                    "materialize": True,
+                }
+            ],
+            "workflow.operators[0].file_source.path",
+            "file sources may read only under",
         ),
         (
             [
@@ -471,7 +501,15 @@ def test_a_later_execution_reads_an_earlier_result(stack: Stack) -> None:
             "syntax error",
         ),
     ],
-    ids=["unknown column", "not a query", "cycle", "unknown input", "udf syntax"],
+    ids=[
+        "unknown column",
+        "not a query",
+        "sql into the jvm",
+        "file outside the roots",
+        "cycle",
+        "unknown input",
+        "udf syntax",
+    ],
 )
 def test_bad_workflows_are_refused_naming_the_operator(
     stack: Stack, operators: list[dict[str, Any]], field: str, mentions: str
@@ -481,6 +519,88 @@ def test_bad_workflows_are_refused_naming_the_operator(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field in bad_fields(error)
     assert mentions in (error.details() or "")
+
+
+def test_the_shipped_examples_are_readable_by_default(stack: Stack) -> None:
+    client, warehouse_id, _ = new_user(stack, "reader")
+    flow = workflow(
+        [
+            {
+                "operator_id": "orders",
+                "file_source": {
+                    "format": "FILE_FORMAT_CSV",
+                    "path": str(EXAMPLES / "orders.csv"),
+                    "csv_header": True,
+                },
+                "materialize": True,
+            }
+        ]
+    )
+    execution = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert state_name(execution) == "SUCCEEDED", execution.error
+    assert execution.outputs[0].row_count == 3
+
+
+@pytest.mark.parametrize(
+    ("operator", "reason", "says"),
+    [
+        (
+            {
+                "projection": {
+                    "columns": [
+                        {
+                            "expression": "date_add(DATE'9999-12-31', CAST(id AS INT) + 1)",
+                            "alias": "day",
+                        }
+                    ]
+                }
+            },
+            "OPERATOR_FAILED",
+            "column 'day' holds a date after year 9999",
+        ),
+        (
+            {
+                "python_udf": udf(
+                    "def process(batches):\n    yield from batches\n", [("other", "bigint")]
+                )
+            },
+            "OPERATOR_FAILED",
+            "ValueError: the function yielded columns ['id'], the output columns are ['other']",
+        ),
+        (
+            {
+                "python_udf": udf(
+                    "import sys\ndef process(batches):\n    sys.exit(3)\n    yield\n",
+                    [("id", "bigint")],
+                )
+            },
+            "OPERATOR_FAILED",
+            "SystemExit: 3",
+        ),
+        (
+            {"projection": {"columns": [{"expression": "CAST(CAST(id AS STRING) || 'x' AS INT)"}]}},
+            "EXECUTION_FAILED",
+            "[CAST_INVALID_INPUT] The value '0x'",
+        ),
+    ],
+    ids=["date past 9999", "udf output", "udf exits", "bad cast"],
+)
+def test_failures_at_run_time_name_the_operator_and_say_what(
+    stack: Stack, operator: dict[str, Any], reason: str, says: str
+) -> None:
+    client, warehouse_id, _ = new_user(stack, "overflow")
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 3, "partitions": 1}},
+            {"operator_id": "out", "input_operator_ids": ["n"], "materialize": True, **operator},
+        ]
+    )
+    execution = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert state_name(execution) == "FAILED"
+    assert execution.error.reason == reason
+    assert execution.error.operator_id == "out"
+    assert says in execution.error.message
+    assert "An exception was thrown from the Python worker" not in execution.error.message
 
 
 EXECUTION_BAD_INPUT = [
