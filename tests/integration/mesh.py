@@ -50,21 +50,27 @@ class RegistryClient:
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, metadata=self.metadata, timeout=120)
 
-    def through(self, unit_id: str) -> RegistryClient:
+    def through(self, unit_id: str, target: str | None = None) -> RegistryClient:
         """This user acting through computing unit unit_id: the unit's credential, and the
-        user's token minted for that unit, as a unit sends them."""
+        user's token minted for that unit, as a unit sends them (to target, a registry)."""
         return registry_as(
             self.stack,
             self.subject,
             self.stack.unit_credential(unit_id),
             on_behalf=self.stack.unit_token(self.subject, unit_id),
+            target=target,
         )
 
 
 def registry_as(
-    stack: Stack, subject: str, token: str, *, on_behalf: str | None = None
+    stack: Stack,
+    subject: str,
+    token: str,
+    *,
+    on_behalf: str | None = None,
+    target: str | None = None,
 ) -> RegistryClient:
-    channel = grpc.insecure_channel(stack.target("warehouse-service"))
+    channel = grpc.insecure_channel(target or stack.target("warehouse-service"))
     extra = ((auth.ON_BEHALF_KEY, on_behalf),) if on_behalf else ()
     return RegistryClient(
         stack=stack,

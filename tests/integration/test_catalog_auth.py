@@ -153,13 +153,14 @@ def test_a_units_binding_reaches_its_warehouse_only(
     stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
 ) -> None:
     (alice, alices), (bob, bobs) = alice_and_bob
-    binding = resolve(alice, alices)
+    # A computing unit resolves the warehouse for the user it serves: a token that may write.
+    binding = resolve(alice.through("cu-auth"), alices)
     assert binding.catalog_token
     left = binding.catalog_token_expire_time.ToSeconds() - time.time()
     assert 0 < left <= 3600 + 5
 
     # Bob's table, written with Bob's own binding.
-    bobs_binding = resolve(bob, bobs)
+    bobs_binding = resolve(bob.through("cu-auth"), bobs)
     bobs_catalog = CatalogFactory().build(bobs_binding)
     bobs_catalog.create_namespace_if_not_exists("results")
     bobs_catalog.create_table("results.private", schema=_schema())
@@ -215,8 +216,9 @@ def test_a_readers_binding_is_read_only(
     (alice, alices), _ = alice_and_bob
     unit = register_unit(stack)
     execution_id = f"auth-{uuid.uuid4().hex[:8]}"
-    alice.call(
-        alice.ledger.BindExecution,
+    through = alice.through(unit)
+    through.call(
+        through.ledger.BindExecution,
         registry_service_pb2.BindExecutionRequest(
             execution_id=execution_id, warehouse_id=alices.warehouse_id, computing_unit_id=unit
         ),
@@ -380,7 +382,8 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
         ),
     }
     outsider_target = stack.start_part("registry-outsider", "warehouse_service", outsider)
-    unallowed = RegistryClient(stack, alice.subject, *_stubs(outsider_target), alice.metadata)
+    # A unit's binding, which may write: the outsider's client may read Alice's warehouse only.
+    unallowed = alice.through("cu-auth", outsider_target)
     bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
     # Bob's warehouse belongs to Bob: the registry's own owner check answers first.
     assert bobs_error.code() == grpc.StatusCode.NOT_FOUND
