@@ -18,6 +18,8 @@ from __future__ import annotations
 import abc
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -79,6 +81,22 @@ def bearer_token(authorization: str | None) -> str:
     if scheme.lower() != "bearer" or not token:
         raise AuthenticationError("malformed authorization metadata: expected 'Bearer <token>'")
     return token
+
+
+@contextmanager
+def refused_as(kind: str) -> Iterator[None]:
+    """Turns PyJWT's refusals inside the block into AuthenticationErrors that say why; kind
+    names what a token must be."""
+    try:
+        yield
+    except jwt.ExpiredSignatureError as exc:
+        raise AuthenticationError("token has expired") from exc
+    except jwt.InvalidSignatureError as exc:
+        raise AuthenticationError("token signature is not valid") from exc
+    except jwt.MissingRequiredClaimError as exc:
+        raise AuthenticationError(f"token has no {exc.claim} claim") from exc
+    except jwt.InvalidTokenError as exc:
+        raise AuthenticationError(f"token is malformed or not {kind}") from exc
 
 
 class Authenticator(Protocol):
@@ -146,7 +164,7 @@ class UserTokenVerifier(Verifier):
         self._secret = secret
 
     def _decode(self, token: str) -> tuple[Identity, float]:
-        try:
+        with refused_as("an HS256 JWT"):
             claims = jwt.decode(
                 token,
                 self._secret,
@@ -154,14 +172,6 @@ class UserTokenVerifier(Verifier):
                 options={"require": ["exp"]},
                 leeway=self._leeway,
             )
-        except jwt.ExpiredSignatureError as exc:
-            raise AuthenticationError("token has expired") from exc
-        except jwt.InvalidSignatureError as exc:
-            raise AuthenticationError("token signature is not valid") from exc
-        except jwt.MissingRequiredClaimError as exc:
-            raise AuthenticationError("token has no expiry (exp claim)") from exc
-        except jwt.InvalidTokenError as exc:
-            raise AuthenticationError("token is malformed or not an HS256 JWT") from exc
         user_id = claims.get("userId", claims.get("sub"))
         if user_id is None or str(user_id) == "":
             raise AuthenticationError("token names no user (userId or sub claim)")

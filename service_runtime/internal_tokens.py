@@ -30,6 +30,7 @@ from service_runtime.auth import (
     Identity,
     Verifier,
     bearer_token,
+    refused_as,
 )
 from service_runtime.config import ENV_PREFIX, ConfigError, ServerSettings
 
@@ -211,7 +212,7 @@ class InternalTokenVerifier(Verifier):
         issuer = self._issuers.get(str(issuer_name))
         if issuer is None:
             raise AuthenticationError("token is not from an issuer this service trusts")
-        try:
+        with refused_as("an internal token"):
             claims = jwt.decode(
                 token,
                 issuer.public_key,
@@ -220,12 +221,6 @@ class InternalTokenVerifier(Verifier):
                 options={"require": _REQUIRED, "verify_aud": False},
                 leeway=self._leeway,
             )
-        except jwt.ExpiredSignatureError as exc:
-            raise AuthenticationError("token has expired") from exc
-        except jwt.InvalidSignatureError as exc:
-            raise AuthenticationError("token signature is not valid") from exc
-        except jwt.InvalidTokenError as exc:
-            raise AuthenticationError("token is malformed or not an internal token") from exc
         role = str(claims["role"])
         if role not in issuer.roles:
             raise AuthenticationError(f"{issuer_name} may not issue {role} tokens")

@@ -62,7 +62,7 @@ def test_an_expired_token_is_refused() -> None:
 
 def test_a_token_without_expiry_is_refused() -> None:
     token = jwt.encode({"sub": "alice"}, SECRET, "HS256")
-    with pytest.raises(AuthenticationError, match="no expiry"):
+    with pytest.raises(AuthenticationError, match="no exp claim"):
         UserTokenVerifier(SECRET).verify(f"Bearer {token}")
 
 
