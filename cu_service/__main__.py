@@ -32,15 +32,19 @@ def build() -> ServiceProcess:
 
     def prepare() -> None:
         # Spark's workers inherit this environment and run users' Python: secrets, read into
-        # the settings already, leave it first.
+        # the settings already, leave it first, and their files go (where they may).
         for variable in settings.secret_variables():
             os.environ.pop(variable, None)
+            secret_file = os.environ.pop(f"{variable}_FILE", None)
+            if secret_file:
+                with contextlib.suppress(OSError):
+                    os.unlink(secret_file)
         sessions.append(start_spark(settings))
 
     async def start() -> None:
         [spark] = sessions
         registry = RegistryClient(
-            settings.registry_target, settings.computing_unit_id, settings.jwt_secret
+            settings.registry_target, settings.computing_unit_id, settings.credential
         )
         catalogs = new_catalog_map(settings, registry)
         manager = ExecutionManager(spark, registry, catalogs, settings)

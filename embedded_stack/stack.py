@@ -1,5 +1,5 @@
 """The whole mesh on one machine: PostgreSQL, an S3 endpoint, the development catalog and
-the four services.
+the services; the registry launches users' computing units on demand.
 
 Stack.start() brings the parts up in dependency order and waits until each is
 healthy; Stack.stop() takes them down in reverse. Each start is fresh: the S3
@@ -7,39 +7,53 @@ endpoint keeps its data in memory, so the embedded PostgreSQL's data is reset
 too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
 JWT secret, the catalog's encryption key, the S3 administrator's key) are
-generated into files of mode 0600 in the state dir and never printed.
+generated into files of mode 0600 in the state dir and never printed. The state
+dir is the stack's user's alone (run as root: and the embedded PostgreSQL's
+system user's group, which needs to reach its data), so that computing units,
+running as users of their own, cannot read it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import socket
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cu_service.settings import ComputingUnitSettings
+import grpc
+
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database
-from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
-from service_runtime.auth import mint_token
+from service_runtime.auth import bearer, mint_token
 from service_runtime.config import ENV_PREFIX, ServerSettings
 from service_runtime.health_probe import probe
+from service_runtime.processes import (
+    ManagedProcess,
+    ProcessFailed,
+    free_port,
+    let_others_traverse,
+    wait_until,
+)
+from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
 
 ENDPOINTS_FILE = "stack.json"
 SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
 CATALOG_KEY_FILE = "catalog-encryption-key"
+POSTGRES_PASSWORD_FILE = "postgres-password"  # noqa: S105 - a file name, not a secret
 
 
 @dataclass(frozen=True)
@@ -55,15 +69,8 @@ class ServiceSpec:
 SERVICES = (
     ServiceSpec("warehouse-service", "warehouse_service", WarehouseServiceSettings),
     ServiceSpec("result-service", "result_service", ResultServiceSettings),
-    ServiceSpec("cu-service", "cu_service", ComputingUnitSettings),
     ServiceSpec("gateway", "gateway", GatewaySettings),
 )
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind((host, 0))
-        return int(probe_socket.getsockname()[1])
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -142,6 +149,16 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class UnitHandle:
+    """A running computing unit of a user."""
+
+    unit_id: str
+    #: host:port of its ExecutionService.
+    target: str
+    pid: int
+
+
 class Stack:
     """The embedded mesh. Use as a context manager, or call start() and stop()."""
 
@@ -155,14 +172,23 @@ class Stack:
         self.settings = settings or StackSettings.from_env()
         self.state_dir = Path(self.settings.state_dir).resolve()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)
         self._environ = {**os.environ, **(service_env or {})}
         self.ports = Ports.choose(self.settings, self._environ, ephemeral=ephemeral_ports)
         self.jwt_secret = _secret_file(self.state_dir / SECRET_FILE)
         self._catalog_key = _secret_file(self.state_dir / CATALOG_KEY_FILE)
         host = self.settings.host
         self.postgres = EmbeddedPostgres(
-            self.state_dir / "postgres", host, self.ports.postgres, self.log_dir / "postgres.log"
+            self.state_dir / "postgres",
+            host,
+            self.ports.postgres,
+            self.log_dir / "postgres.log",
+            password=_secret_file(self.state_dir / POSTGRES_PASSWORD_FILE),
         )
+        #: Where the registry keeps its units' homes and logs: outside the state dir, which
+        #: units may not enter.
+        digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
+        self.unit_root = Path(tempfile.gettempdir(), f"texera-lake-units-{digest}")
         self.s3 = S3Endpoint(host, self.ports.s3, self.ports.s3_backend, self.log_dir)
         self.database_url = ""
         self.catalog_database_url = ""
@@ -189,6 +215,10 @@ class Stack:
         return self.s3.provision_bucket(owner)
 
     def start(self) -> None:
+        if os.geteuid() == 0:
+            # Units run as users of their own, from this interpreter: they must reach it.
+            interpreter = {Path(sys.executable).resolve(), Path(sys.prefix), Path(sys.base_prefix)}
+            let_others_traverse({p for path in interpreter for p in path.parents})
         embedded_postgres = not self.settings.postgres_dsn
         self.ports.check_free(self.settings.host, with_postgres=embedded_postgres)
         try:
@@ -256,7 +286,7 @@ class Stack:
             f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
-            f"{ENV_PREFIX}CU_ID": "cu-1",
+            f"{ENV_PREFIX}WAREHOUSE_UNIT_ROOT": str(self.unit_root),
         }
         for spec in SERVICES:
             scope = spec.settings.scope
@@ -284,10 +314,25 @@ class Stack:
         wait_until(lambda: probe(target) in answers, process, timeout, name)
         return process
 
+    def unit_for(self, user_id: str, unit_id: str = "", *, timeout: float = 300.0) -> UnitHandle:
+        """A running unit of user_id: unit_id (owned by or shared with the user), or the user's
+        default unit, created on first use; started and waited for, as a submission would."""
+        with grpc.insecure_channel(self.target("warehouse-service")) as channel:
+            response = registry_service_pb2_grpc.RegistryServiceStub(channel).AcquireComputingUnit(
+                registry_service_pb2.AcquireComputingUnitRequest(computing_unit_id=unit_id),
+                metadata=(bearer(self.token(user_id)),),
+                timeout=timeout,
+            )
+        registration = response.registration
+        pid_file = self.unit_root / "logs" / f"{registration.computing_unit_id}.pid"
+        return UnitHandle(
+            registration.computing_unit_id, registration.endpoint, int(pid_file.read_text())
+        )
+
     def start_part(
         self, name: str, module: str, env: dict[str, str] | None = None, *, serving: bool = True
     ) -> str:
-        """Starts one more process of a service ("cu_service", "gateway", ...) as part `name`,
+        """Starts one more process of a service ("gateway", "result_service", ...) as part `name`,
         on a free port of its own, with env added to the usual settings; its target. It is
         waited for until it answers health checks (SERVING, unless serving is False)."""
         [spec] = [s for s in SERVICES if s.module == module]
@@ -332,6 +377,7 @@ class Stack:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+        shutil.rmtree(self.unit_root, ignore_errors=True)
         (self.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
 
     def endpoints(self) -> dict[str, Any]:

@@ -55,7 +55,7 @@ class Gateway:
             results=Backend(settings.result_target),
             units=units,
             reader=reader,
-            executions=ExecutionRoutes(units, reader),
+            executions=ExecutionRoutes(units, reader, settings.jwt_secret),
         )
         self._refreshing = asyncio.create_task(self._refresh_units())
 

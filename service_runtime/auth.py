@@ -3,7 +3,9 @@
 A caller presents ``authorization: Bearer <JWT>``. The token must be signed
 with the shared secret (HS256 only) and carry an expiry. The user id is
 Texera's ``userId`` claim when present, else ``sub``. A token whose ``role``
-is ``SERVICE`` identifies a service of the mesh acting on its own account.
+is ``SERVICE`` identifies a service of the mesh acting on its own account; ``UNIT``
+a computing unit acting as itself (its subject is the unit's id). A service or
+unit acting for a user also sends that user's token in ``x-texera-on-behalf-of``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from service_runtime.config import MIN_SECRET_LENGTH
 
 AUTHORIZATION_KEY = "authorization"
 SERVICE_ROLE = "SERVICE"
+UNIT_ROLE = "UNIT"
+#: Metadata entry with the token of the user a service or unit acts for.
+ON_BEHALF_KEY = "x-texera-on-behalf-of"
 
 
 class AuthenticationError(Exception):
@@ -36,6 +41,14 @@ class Identity:
     @property
     def is_service(self) -> bool:
         return self.role == SERVICE_ROLE
+
+    @property
+    def is_unit(self) -> bool:
+        return self.role == UNIT_ROLE
+
+    @property
+    def is_user(self) -> bool:
+        return not (self.is_service or self.is_unit)
 
 
 def check_secret(secret: str) -> None:
@@ -112,6 +125,11 @@ class TokenVerifier:
 def bearer(token: str) -> tuple[str, str]:
     """The metadata entry that presents token to a service."""
     return (AUTHORIZATION_KEY, f"Bearer {token}")
+
+
+def on_behalf(token: str) -> tuple[str, str]:
+    """The metadata entry that names the user a service or unit acts for."""
+    return (ON_BEHALF_KEY, token)
 
 
 def mint_token(

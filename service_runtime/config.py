@@ -5,6 +5,10 @@ as *scoped* is read per service: ``TEXERA_LAKE_<SCOPE>_<NAME>`` (for example
 ``TEXERA_LAKE_GATEWAY_PORT``), so that one environment can configure the whole
 mesh. Defaults are those of the embedded stack on one machine.
 
+A setting declared *secret* may instead be given as a file: ``<variable>_FILE``
+names a file holding the value (for example ``TEXERA_LAKE_JWT_SECRET_FILE``), so
+that the secret need not be in the process's environment.
+
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
 table of the README's configuration section.
 """
@@ -16,6 +20,7 @@ import os
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Self
 
 ENV_PREFIX = "TEXERA_LAKE_"
@@ -67,6 +72,12 @@ class Settings:
         for f in dataclasses.fields(cls):
             variable = cls.variable_name(f)
             raw = env.get(variable)
+            if raw is None and f.metadata["secret"] and f"{variable}_FILE" in env:
+                try:
+                    raw = Path(env[f"{variable}_FILE"]).read_text().rstrip("\n")
+                except OSError as exc:
+                    errors.append(f"{variable}_FILE: cannot read {exc.filename}: {exc.strerror}")
+                    continue
             if raw is None:
                 continue
             try:

@@ -14,6 +14,8 @@ from service_runtime.auth import Identity
 request_id_var: ContextVar[str] = ContextVar("request_id", default="")
 #: The verified caller; None for health checks and reflection.
 identity_var: ContextVar[Identity | None] = ContextVar("identity", default=None)
+#: The user a service or unit acts for (x-texera-on-behalf-of), verified; None without one.
+on_behalf_var: ContextVar[Identity | None] = ContextVar("on_behalf", default=None)
 #: Monotonic time by which the call must be answered; None without a deadline.
 deadline_var: ContextVar[float | None] = ContextVar("deadline", default=None)
 

@@ -53,6 +53,7 @@ class _CallScope:
         supplied = metadata.get(REQUEST_ID_KEY, "")
         self.request_id = supplied if _REQUEST_ID_PATTERN.match(supplied) else uuid.uuid4().hex
         self.authorization = metadata.get(auth.AUTHORIZATION_KEY)
+        self.on_behalf = metadata.get(auth.ON_BEHALF_KEY)
         self.code = grpc.StatusCode.OK
         self.error: ServiceError | None = None
         self.public = self.service in PUBLIC_SERVICES
@@ -130,6 +131,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         if not scope.public:
             try:
                 context.identity_var.set(self._verifier.verify(scope.authorization))
+                if scope.on_behalf:
+                    context.on_behalf_var.set(self._verifier.verify(f"Bearer {scope.on_behalf}"))
             except auth.AuthenticationError as exc:
                 scope.error = ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(exc))
                 return False

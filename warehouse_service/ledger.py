@@ -1,8 +1,10 @@
-"""RegistryService: the execution ledger and the computing units.
+"""RegistryService: the execution ledger and the computing units' registrations.
 
-Binding happens with the submitting user's token (the owner check is against
-that user); state updates, registration and heartbeats come from a computing
-unit's service token, whose subject is the unit's id.
+A computing unit calls with its own credential (its subject is the unit's id):
+it binds executions for the user it serves (named in ``x-texera-on-behalf-of``,
+who must be allowed to use the unit and own the warehouse), reports their
+states, registers and heartbeats, each only for itself and its own executions.
+Users' tokens are refused by every internal method.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
-from service_runtime.callers import require_service, require_user
+from service_runtime.callers import (
+    acting_for,
+    require_internal,
+    require_service,
+    require_unit,
+    require_user,
+)
 from service_runtime.context import current_identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition, not_found
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service import records
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
     check_identifier,
@@ -49,9 +58,12 @@ def _already_bound(execution_id: str) -> ServiceError:
     )
 
 
-def _readable_by(identity: Identity, row: asyncpg.Record) -> bool:
-    """Whether the caller may see a row: services see all, users their own."""
-    return identity.is_service or row["owner_user_id"] == identity.user_id
+def _readable_by(identity: Identity, execution: asyncpg.Record) -> bool:
+    """Whether the caller may see an execution: services see all, units those bound to them,
+    users their own."""
+    if identity.is_unit:
+        return bool(execution["computing_unit_id"] == identity.user_id)
+    return identity.is_service or execution["owner_user_id"] == identity.user_id
 
 
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
@@ -72,14 +84,16 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         project_id: str,
         heartbeat_interval_seconds: float,
         lease_seconds: float,
+        supervisor: UnitSupervisor,
     ) -> None:
         self._db = db
+        self._supervisor = supervisor
         self._catalog_uri = catalog_uri
         self._project_id = project_id
         self._heartbeat_interval = heartbeat_interval_seconds
         self._lease = lease_seconds
         self._execution_tokens = PageTokens(jwt_secret, "executions")
-        self._unit_tokens = PageTokens(jwt_secret, "computing-units")
+        self._unit_tokens = PageTokens(jwt_secret, "unit-registrations")
 
     def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
         return records.binding(row, self._catalog_uri, self._project_id)
@@ -96,7 +110,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def BindExecution(
         self, request: registry_service_pb2.BindExecutionRequest, context: Any
     ) -> registry_service_pb2.BindExecutionResponse:
-        owner = require_user().user_id
+        unit = require_unit()
+        owner = acting_for().user_id
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -111,6 +126,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
+        _same_caller(unit, request.computing_unit_id)
         try:
             return await self._bind(owner, request)
         except asyncpg.UniqueViolationError:
@@ -124,6 +140,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             existing = await self._existing_bind(connection, owner, request)
             if existing is not None:
                 return existing
+            usable = await usable_unit(
+                connection, request.computing_unit_id, owner, lock="FOR SHARE"
+            )
+            if usable is None or usable["state"] not in USABLE_STATES:
+                raise not_found(f"computing unit {request.computing_unit_id}")
             warehouse = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2 FOR SHARE",
                 uuid.UUID(request.warehouse_id),
@@ -160,6 +181,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 request.workflow_fingerprint,
                 request.request_id.lower() or None,
             )
+            await _touch(connection, request.computing_unit_id)
         log.info(
             "execution bound",
             extra={"execution_id": request.execution_id, "warehouse_id": request.warehouse_id},
@@ -211,7 +233,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def UpdateExecutionState(
         self, request: registry_service_pb2.UpdateExecutionStateRequest, context: Any
     ) -> registry_service_pb2.UpdateExecutionStateResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
@@ -259,6 +281,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 )
             else:
                 row = await self._apply(connection, request, row, target)
+                await _touch(connection, request.computing_unit_id)
             outputs = await self._outputs(connection, request.execution_id)
         return registry_service_pb2.UpdateExecutionStateResponse(
             execution=records.execution(row, outputs)
@@ -356,14 +379,33 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(request.warehouse_id)
             )
-        if row is None or not _readable_by(identity, row) or row["state"] in _UNREADABLE:
+            readable = row is not None and await self._warehouse_readable(connection, identity, row)
+        if row is None or not readable or row["state"] in _UNREADABLE:
             raise not_found(f"warehouse {request.warehouse_id}")
         return registry_service_pb2.ResolveWarehouseResponse(binding=self._binding(row))
+
+    @staticmethod
+    async def _warehouse_readable(
+        connection: Connection, identity: Identity, warehouse: asyncpg.Record
+    ) -> bool:
+        """Services see every warehouse, users their own, units those their unfinished
+        executions write into."""
+        if identity.is_unit:
+            return bool(
+                await connection.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM executions WHERE computing_unit_id = $1 "
+                    "AND warehouse_id = $2 AND state IN ('QUEUED', 'RUNNING'))",
+                    identity.user_id,
+                    warehouse["warehouse_id"],
+                )
+            )
+        return identity.is_service or warehouse["owner_user_id"] == identity.user_id
 
     async def ListExecutionRecords(
         self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any
     ) -> registry_service_pb2.ListExecutionRecordsResponse:
-        identity = current_identity()
+        require_internal()
+        owner = acting_for().user_id
         limit = page_size(request.page_size, default=50, maximum=500)
         violations = FieldViolations()
         if request.warehouse_id:
@@ -379,7 +421,6 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             len(states) == len(request.states), "states", "must all be execution states"
         )
         violations.raise_if_any()
-        owner = None if identity.is_service else identity.user_id
         request_fingerprint = fingerprint(
             owner, request.warehouse_id, states, request.computing_unit_id
         )
@@ -391,7 +432,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             rows = await connection.fetch(
                 """
                 SELECT * FROM executions
-                WHERE ($1::text IS NULL OR owner_user_id = $1)
+                WHERE owner_user_id = $1
                   AND ($2::uuid IS NULL OR warehouse_id = $2)
                   AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
                   AND ($4::text IS NULL OR computing_unit_id = $4)
@@ -428,7 +469,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def RegisterComputingUnit(
         self, request: registry_service_pb2.RegisterComputingUnitRequest, context: Any
     ) -> registry_service_pb2.RegisterComputingUnitResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
         check_endpoint_address(violations, request.endpoint, "endpoint")
@@ -462,12 +503,17 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 request.capacity,
                 self._lease,
             )
+            await connection.execute(
+                "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
+                "last_used_at = now() WHERE unit_id = $1 AND state = 'PROVISIONING'",
+                request.computing_unit_id,
+            )
         log.info(
             "computing unit registered",
             extra={"computing_unit_id": request.computing_unit_id, "failed": lost},
         )
         response = registry_service_pb2.RegisterComputingUnitResponse(
-            computing_unit=records.computing_unit(present(row))
+            registration=records.registration(present(row))
         )
         response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
         return response
@@ -475,7 +521,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def HeartbeatComputingUnit(
         self, request: registry_service_pb2.HeartbeatComputingUnitRequest, context: Any
     ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
-        identity = require_service()
+        identity = require_unit()
         violations = FieldViolations()
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
         violations.check(
@@ -504,12 +550,13 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 f"a live registration of computing unit {request.computing_unit_id}; register again"
             )
         return registry_service_pb2.HeartbeatComputingUnitResponse(
-            computing_unit=records.computing_unit(row)
+            registration=records.registration(row)
         )
 
-    async def ListComputingUnits(
-        self, request: registry_service_pb2.ListComputingUnitsRequest, context: Any
-    ) -> registry_service_pb2.ListComputingUnitsResponse:
+    async def ListUnitRegistrations(
+        self, request: registry_service_pb2.ListUnitRegistrationsRequest, context: Any
+    ) -> registry_service_pb2.ListUnitRegistrationsResponse:
+        require_service()
         limit = page_size(request.page_size, default=100, maximum=1000)
         request_fingerprint = fingerprint(request.healthy_only)
         offset = 0
@@ -530,7 +577,28 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         token = ""
         if len(rows) > limit:
             token = self._unit_tokens.issue({"offset": offset + limit}, request_fingerprint)
-        return registry_service_pb2.ListComputingUnitsResponse(
-            computing_units=[records.computing_unit(row) for row in rows[:limit]],
+        return registry_service_pb2.ListUnitRegistrationsResponse(
+            registrations=[records.registration(row) for row in rows[:limit]],
             next_page_token=token,
         )
+
+    async def AcquireComputingUnit(
+        self, request: registry_service_pb2.AcquireComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.AcquireComputingUnitResponse:
+        user = require_user().user_id
+        if request.computing_unit_id:
+            violations = FieldViolations()
+            check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+            violations.raise_if_any()
+        remaining = context.time_remaining()
+        # Answer before the caller's deadline, so that it hears why it must retry.
+        wait = None if remaining is None else max(remaining - 1.0, 0.5)
+        registration = await self._supervisor.acquire(user, request.computing_unit_id, wait)
+        return registry_service_pb2.AcquireComputingUnitResponse(
+            registration=records.registration(registration)
+        )
+
+
+async def _touch(connection: Connection, unit_id: str) -> None:
+    """Marks a unit used now, which keeps it from being stopped as idle."""
+    await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from google.rpc import error_details_pb2
@@ -18,7 +20,7 @@ from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime import auth
-from service_runtime.auth import SERVICE_ROLE, mint_token
+from service_runtime.auth import SERVICE_ROLE, UNIT_ROLE, mint_token, on_behalf
 from service_runtime.errors import status_details
 from texera.lake.v1 import (
     registry_service_pb2,
@@ -50,6 +52,19 @@ class RegistryClient:
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, metadata=self.metadata, timeout=120)
 
+    @property
+    def token(self) -> str:
+        return self.metadata[0][1].removeprefix("Bearer ")
+
+    def for_user(self, other: RegistryClient) -> RegistryClient:
+        """This unit or service calling for the user other (x-texera-on-behalf-of)."""
+        return RegistryClient(
+            self.subject,
+            self.warehouses,
+            self.ledger,
+            (*self.metadata, on_behalf(other.token)),
+        )
+
 
 def registry_as(stack: Stack, subject: str, token: str) -> RegistryClient:
     channel = grpc.insecure_channel(stack.target("warehouse-service"))
@@ -66,8 +81,13 @@ def user(stack: Stack, user_id: str) -> RegistryClient:
 
 
 def computing_unit(stack: Stack, unit_id: str) -> RegistryClient:
-    """Calls as computing unit unit_id (a service token whose subject is the unit)."""
-    return registry_as(stack, unit_id, mint_token(stack.jwt_secret, unit_id, role=SERVICE_ROLE))
+    """Calls as computing unit unit_id (a unit credential as the registry issues it)."""
+    return registry_as(stack, unit_id, mint_token(stack.jwt_secret, unit_id, role=UNIT_ROLE))
+
+
+def mesh_service(stack: Stack, name: str = "gateway") -> RegistryClient:
+    """Calls as a service of the mesh acting on its own account."""
+    return registry_as(stack, name, mint_token(stack.jwt_secret, name, role=SERVICE_ROLE))
 
 
 def credentials(
@@ -103,8 +123,41 @@ def create_warehouse(
     return response.warehouse  # type: ignore[no-any-return]
 
 
-def register_unit(stack: Stack, unit_id: str | None = None, capacity: int = 4) -> str:
+def record_unit(stack: Stack, unit_id: str, owner: str, shared_with: tuple[str, ...] = ()) -> None:
+    """The registry's record of a RUNNING unit of owner, without a process: what registry-level
+    tests bind executions to (the process launcher's units are tested end to end elsewhere)."""
+
+    async def insert() -> None:
+        connection = await asyncpg.connect(stack.database_url)
+        try:
+            await connection.execute(
+                "INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, "
+                "state, request_fingerprint) VALUES ($1, $2, 'recorded', 1, 512, 'RUNNING', '') "
+                "ON CONFLICT DO NOTHING",
+                unit_id,
+                owner,
+            )
+            await connection.executemany(
+                "INSERT INTO unit_shares (unit_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                [(unit_id, user_id) for user_id in shared_with],
+            )
+        finally:
+            await connection.close()
+
+    asyncio.run(insert())
+
+
+def register_unit(
+    stack: Stack,
+    unit_id: str | None = None,
+    capacity: int = 4,
+    *,
+    owner: str = "unit-owner",
+    shared_with: tuple[str, ...] = (),
+) -> str:
+    """A recorded unit of owner (see record_unit), registered as the unit itself would."""
     unit_id = unit_id or f"cu-{uuid.uuid4().hex[:8]}"
+    record_unit(stack, unit_id, owner, shared_with)
     unit = computing_unit(stack, unit_id)
     unit.call(
         unit.ledger.RegisterComputingUnit,
