@@ -73,7 +73,7 @@ def run_execution(
     stack: Stack, warehouse_id: str, flow: workflow_pb2.Workflow
 ) -> tuple[float, execution_pb2.Execution]:
     stub = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.target("cu-service"))
+        grpc.insecure_channel(stack.target("gateway"))
     )
     started = time.perf_counter()
     submitted = stub.SubmitExecution(

@@ -15,6 +15,8 @@ from embedded_stack.stack import Stack
 from lake_client.executions import TERMINAL
 from tests.integration.mesh import Metadata, bearer, create_warehouse, user
 from texera.lake.v1 import (
+    computing_unit_service_pb2,
+    computing_unit_service_pb2_grpc,
     execution_pb2,
     execution_service_pb2,
     execution_service_pb2_grpc,
@@ -49,10 +51,15 @@ def filtered_numbers(end: int, partitions: int, condition: str) -> workflow_pb2.
 class UnitClient:
     stub: execution_service_pb2_grpc.ExecutionServiceStub
     metadata: Metadata
+    #: The unit submissions name unless they name one themselves ("" is the default unit).
+    unit_id: str = ""
+    #: Whose token metadata carries.
+    user_id: str = ""
 
     def submit(
         self, warehouse_id: str, flow: workflow_pb2.Workflow, **fields: Any
     ) -> execution_pb2.Execution:
+        fields.setdefault("computing_unit_id", self.unit_id)
         request = es.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow, **fields)
         return self.stub.SubmitExecution(request, metadata=self.metadata, timeout=180).execution
 
@@ -90,10 +97,34 @@ class UnitClient:
             time.sleep(0.2)
 
 
+#: Owner of the unit most tests run on, shared with each test user (one JVM for them all).
+SHARED_UNIT_OWNER = "unit-owner"
+
+
+def share_unit(stack: Stack, unit_id: str, owner: str, user_id: str) -> None:
+    channel = grpc.insecure_channel(stack.target("gateway"))
+    computing_unit_service_pb2_grpc.ComputingUnitServiceStub(channel).ShareComputingUnit(
+        computing_unit_service_pb2.ShareComputingUnitRequest(
+            computing_unit_id=unit_id, user_id=user_id
+        ),
+        metadata=bearer(stack.token(owner)),
+        timeout=60,
+    )
+    channel.close()
+
+
 def unit_as(stack: Stack, user_id: str) -> UnitClient:
-    channel = grpc.insecure_channel(stack.target("cu-service"))
+    """Calls, as user_id, the ExecutionService of the tests' shared unit (shared with user_id
+    here)."""
+    unit = stack.unit_for(SHARED_UNIT_OWNER)
+    if user_id != SHARED_UNIT_OWNER:
+        share_unit(stack, unit.unit_id, SHARED_UNIT_OWNER, user_id)
+    channel = grpc.insecure_channel(unit.target)
     return UnitClient(
-        execution_service_pb2_grpc.ExecutionServiceStub(channel), bearer(stack.token(user_id))
+        execution_service_pb2_grpc.ExecutionServiceStub(channel),
+        bearer(stack.token(user_id)),
+        unit.unit_id,
+        user_id,
     )
 
 
