@@ -99,7 +99,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
         content = fingerprint(unit.display_name, unit.cores, unit.memory_mib)
-        async with self._db.transaction() as connection:
+        async with self._db.connection() as connection:
             row = await connection.fetchrow(
                 """
                 INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, state,
@@ -116,6 +116,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                 request.request_id.lower() or None,
                 content,
             )
+            created = row is not None
             if row is None:  # the same request_id created one already
                 row = present(
                     await connection.fetchrow(
@@ -128,10 +129,10 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                     raise invalid_argument(
                         [FieldViolation("request_id", "was already used for a different unit")]
                     )
-            else:
-                log.info("computing unit created", extra={"unit_id": row["unit_id"]})
-                self._supervisor.launch_soon(row["unit_id"])
             shown = await self._shown(connection, row, owner)
+        if created:
+            log.info("computing unit created", extra={"unit_id": row["unit_id"]})
+            self._supervisor.launch_soon(row["unit_id"])
         return cus.CreateComputingUnitResponse(computing_unit=shown)
 
     async def GetComputingUnit(
@@ -232,6 +233,6 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                 )
             log.info(
                 "computing unit shared" if share else "computing unit unshared",
-                extra={"unit_id": row["unit_id"], "user_id": request.user_id},
+                extra={"unit_id": row["unit_id"], "other_user_id": request.user_id},
             )
             return await self._shown(connection, row, user)
