@@ -195,6 +195,12 @@ class Stack:
         self._processes: list[ManagedProcess] = []
 
     @property
+    def catalog_key(self) -> str:
+        """The development catalog's encryption key (tests search for it where it must not
+        be)."""
+        return self._catalog_key
+
+    @property
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
 
