@@ -11,11 +11,11 @@ from unit_launcher.process import ProcessLauncher
 LAUNCHERS = ("process", "kubernetes")
 
 
-def launcher_named(name: str, *, root: Path, host: str) -> Launcher:
+def launcher_named(name: str, *, root: Path, host: str, advertised_host: str = "") -> Launcher:
     """``process``: local process trees with their folders under root; ``kubernetes``: a Pod
     per unit, configured by its own settings (imported only when chosen)."""
     if name == "process":
-        return ProcessLauncher(root, host=host)
+        return ProcessLauncher(root, host=host, advertised_host=advertised_host)
     if name == "kubernetes":
         kubernetes = importlib.import_module("unit_launcher.kubernetes")
         launcher: Launcher = kubernetes.KubernetesLauncher.from_env()

@@ -1,9 +1,10 @@
 """Computing units as local process trees, one per unit.
 
 Each unit is ``python -m cu_service`` from the registry's own interpreter, on a
-free loopback port, in its own process group, with a parent-death signal (it
-cannot outlive the registry). Its environment is built from scratch: the unit's
-non-secret settings and what Python and Java need, nothing of the registry's.
+free port of the registry's host (reached at the advertised host, if set), in its
+own process group, with a parent-death signal (it cannot outlive the registry).
+Its environment is built from scratch: the unit's non-secret settings and what
+Python and Java need, nothing of the registry's.
 
 When the registry runs as root, each unit runs as its own unprivileged system
 user (``tlu-<hash of the unit id>``, created on first use) whose home, temporary
@@ -11,8 +12,7 @@ and Spark folders are of mode 0700: units cannot read each other's files nor,
 being different users, each other's or the mesh's ``/proc/<pid>/environ``. The
 unit's secrets are files of mode 0600 owned by that user, named by the settings'
 ``_FILE`` variants. Run as another user, units run as that same user: their
-processes are apart, but the operating system does not keep them apart.
-"""
+processes are apart, but the operating system does not keep them apart."""
 
 from __future__ import annotations
 
@@ -50,9 +50,10 @@ class _Running:
 class ProcessLauncher(Launcher):
     """Units as children of this process, their folders under root."""
 
-    def __init__(self, root: Path, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, root: Path, *, host: str = "127.0.0.1", advertised_host: str = "") -> None:
         self._root = root
         self._host = host
+        self._advertised_host = advertised_host or host
         self._isolated = os.geteuid() == 0
         self._units: dict[str, _Running] = {}
         self._exited: dict[str, UnitStatus] = {}
@@ -84,7 +85,7 @@ class ProcessLauncher(Launcher):
             stop_signal=signal.SIGTERM,
         )
         (self.log_dir / f"{spec.unit_id}.pid").write_text(f"{process.pid}\n")
-        running = _Running(process, f"{self._host}:{port}", home)
+        running = _Running(process, f"{self._advertised_host}:{port}", home)
         self._units[spec.unit_id] = running
         self._exited.pop(spec.unit_id, None)
         return UnitStatus(UnitPhase.PENDING, running.address)
@@ -132,6 +133,7 @@ class ProcessLauncher(Launcher):
             f"{ENV_PREFIX}HOST": self._host,
             f"{ENV_PREFIX}CU_ID": spec.unit_id,
             f"{ENV_PREFIX}CU_PORT": str(port),
+            f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": f"{self._advertised_host}:{port}",
             f"{ENV_PREFIX}CU_METRICS_PORT": "0",
             f"{ENV_PREFIX}CU_SPARK_MASTER": f"local[{spec.cores}]",
             f"{ENV_PREFIX}CU_SPARK_DRIVER_MEMORY": f"{spec.memory_mib}m",

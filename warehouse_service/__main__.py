@@ -30,7 +30,12 @@ def build() -> ServiceProcess:
     )
     supervisor = UnitSupervisor(
         db,
-        launcher_named(settings.unit_launcher, root=settings.unit_folder, host=settings.host),
+        launcher_named(
+            settings.unit_launcher,
+            root=settings.unit_folder,
+            host=settings.host,
+            advertised_host=settings.unit_advertised_host,
+        ),
         jwt_secret=settings.jwt_secret,
         settings=unit_settings(os.environ),
         idle_seconds=settings.unit_idle_seconds,

@@ -87,6 +87,12 @@ class WarehouseServiceSettings(ServerSettings):
         "texera-lake-units in the system's temporary folder.",
         scoped=True,
     )
+    unit_advertised_host: str = setting(
+        "UNIT_ADVERTISED_HOST",
+        "",
+        "Host at which other services reach the process launcher's units. Empty means HOST.",
+        scoped=True,
+    )
     unit_idle_seconds: float = setting(
         "UNIT_IDLE_SECONDS",
         900.0,

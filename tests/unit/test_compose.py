@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|KEY|TOKEN", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 ONE_SHOT = {"minio-setup", "lakekeeper-migrate", "lakekeeper-bootstrap"}
-OUR_SERVICES = {"warehouse-service", "result-service", "cu-service", "gateway"}
+OUR_SERVICES = {"warehouse-service", "result-service", "gateway"}
 
 
 def _dotenv() -> dict[str, str]:
