@@ -81,18 +81,20 @@ class ExecutionRoutes:
 
     async def SubmitExecution(self, request: bytes, context: Any) -> bytes:
         submission = es.SubmitExecutionRequest.FromString(request)
-        attempts = 2 if may_repeat(RULES["SubmitExecution"], submission) else 1
-        for attempt in range(attempts):
-            unit = await self._unit_for(submission.computing_unit_id)
-            try:
-                return await self._units.backend(unit).unary(
-                    SERVICE + "SubmitExecution", request, retry=False
-                )
-            except ServiceError as error:
-                if not _unreachable(error) or attempt + 1 == attempts:
-                    raise
-                self._units.refused(unit)
-        raise AssertionError("unreachable")
+        unit = await self._unit_for(submission.computing_unit_id)
+        try:
+            return await self._submit_to(unit, request)
+        except ServiceError as error:
+            if not (_unreachable(error) and may_repeat(RULES["SubmitExecution"], submission)):
+                raise
+            self._units.refused(unit)
+        # The unit did not answer; an idempotent submission asks the registry once more.
+        return await self._submit_to(await self._unit_for(submission.computing_unit_id), request)
+
+    async def _submit_to(self, unit: rs.UnitRegistration, request: bytes) -> bytes:
+        return await self._units.backend(unit).unary(
+            SERVICE + "SubmitExecution", request, retry=False
+        )
 
     async def _where(self, execution_id: str) -> execution_pb2.Execution:
         """The registry's record of the execution (NOT_FOUND for another user's)."""
