@@ -49,11 +49,11 @@ from benchmarks.shared import (
     timed,
     user_catalog,
 )
-from embedded_stack.processes import ManagedProcess, wait_until
 from embedded_stack.secrets import write_secret
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
+from service_runtime.processes import ManagedProcess, wait_until
 from texera.lake.v1 import result_service_pb2, result_service_pb2_grpc
 
 PAGE_ROWS = 100

@@ -76,17 +76,17 @@ def run_execution(
     stack: Stack, warehouse_id: str, flow: workflow_pb2.Workflow
 ) -> tuple[float, execution_pb2.Execution]:
     stub = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.target("cu-service"))
+        grpc.insecure_channel(stack.target("gateway"))
     )
     started = time.perf_counter()
     submitted = stub.SubmitExecution(
         execution_service_pb2.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow),
-        metadata=metadata(stack, "cu-service"),
+        metadata=metadata(stack, "gateway"),
         timeout=600,
     ).execution
     final = None
     watch = execution_service_pb2.WatchExecutionRequest(execution_id=submitted.execution_id)
-    for event in stub.WatchExecution(watch, metadata=metadata(stack, "cu-service"), timeout=3600):
+    for event in stub.WatchExecution(watch, metadata=metadata(stack, "gateway"), timeout=3600):
         final = event.execution
     elapsed = time.perf_counter() - started
     assert final is not None

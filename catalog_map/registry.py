@@ -55,9 +55,12 @@ class RegistryReader:
         return await self._call(lambda: self._stub.ResolveExecution(request, timeout=self._timeout))
 
     async def list_executions(
-        self, listing: execution_service_pb2.ListExecutionsRequest
+        self,
+        listing: execution_service_pb2.ListExecutionsRequest,
+        metadata: tuple[tuple[str, str], ...] = (),
     ) -> rs.ListExecutionRecordsResponse:
-        """The caller's executions as the registry records them, filtered as asked."""
+        """The executions of the user named in metadata (the caller's credential and the user
+        it acts for: listing is internal), filtered as asked."""
         request = rs.ListExecutionRecordsRequest(
             page_size=listing.page_size,
             page_token=listing.page_token,
@@ -65,5 +68,7 @@ class RegistryReader:
             states=listing.states,
         )
         return await self._call(
-            lambda: self._stub.ListExecutionRecords(request, timeout=self._timeout)
+            lambda: self._stub.ListExecutionRecords(
+                request, metadata=metadata, timeout=self._timeout
+            )
         )

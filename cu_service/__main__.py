@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 
 from pyspark.sql import SparkSession
@@ -31,6 +32,12 @@ def build() -> ServiceProcess:
     sessions: list[SparkSession] = []
 
     def prepare() -> None:
+        # Users' code runs as this unit's OS user: the secret files, read into the settings
+        # already, go before Spark starts (where the unit may remove them).
+        for variable in settings.secret_file_variables():
+            if path := os.environ.pop(variable, None):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         sessions.append(start_spark(settings))
 
     async def start() -> None:

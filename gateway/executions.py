@@ -1,12 +1,15 @@
 """ExecutionService at the gateway: each call goes to the computing unit it concerns.
 
-A submission goes to the unit it names, or to the least-loaded healthy one;
-if that unit cannot be reached and the submission is idempotent, to the next.
-Get, Watch and Cancel go to the unit running the execution, found through the
-registry with the caller's token (which is also the owner check). When that
+A submission goes to the unit the registry hands out for the caller: the one
+it names if the caller owns it or it was shared with the caller (others are
+NOT_FOUND), else the caller's default unit; a stopped unit is started first,
+within the submission's deadline. If the unit cannot be reached and the
+submission is idempotent, it is asked for once more. Get, Watch and Cancel go
+to the unit running the execution, found through the registry with the
+caller's token (which is also the owner check: only the execution's owner). When that
 unit is gone, the registry's record answers: it is final once the unit's lease
 has lapsed and the registry has failed what the unit ran. Listing reads the
-registry's ledger directly.
+registry's ledger directly, with the caller's token.
 """
 
 from __future__ import annotations
@@ -21,9 +24,15 @@ from gateway.policy import REPEATABLE, may_repeat
 from gateway.units import UnitDirectory
 from lake_client.executions import TERMINAL
 from service_runtime.errors import ServiceError
-from texera.lake.v1 import execution_pb2, execution_service_pb2
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    registry_service_pb2,
+    registry_service_pb2_grpc,
+)
 
 es = execution_service_pb2
+rs = registry_service_pb2
 _NAME = es.DESCRIPTOR.services_by_name["ExecutionService"].full_name
 SERVICE = f"/{_NAME}/"
 #: The gateway's repeat rule of each ExecutionService method.
@@ -51,29 +60,38 @@ class ExecutionRoutes:
     def __init__(self, units: UnitDirectory, registry: RegistryReader) -> None:
         self._units = units
         self._registry = registry
+        self._acquire = registry_service_pb2_grpc.RegistryServiceStub(
+            registry.channel
+        ).AcquireComputingUnit
+
+    async def _unit_for(self, unit_id: str) -> rs.UnitRegistration:
+        """The running unit the caller may submit to (the registry decides, with the caller's
+        token; it waits for a stopped unit to start within the call's deadline)."""
+        try:
+            response = await self._acquire(
+                rs.AcquireComputingUnitRequest(computing_unit_id=unit_id)
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise ServiceError.relayed(exc) from exc
+        self._units.remember(response.registration)
+        return response.registration
 
     async def SubmitExecution(self, request: bytes, context: Any) -> bytes:
         submission = es.SubmitExecutionRequest.FromString(request)
-        repeatable = may_repeat(RULES["SubmitExecution"], submission)
-        while True:
-            unit = (
-                self._units.named(submission.computing_unit_id)
-                if submission.computing_unit_id
-                else self._units.least_loaded()
-            )
-            try:
-                answer = await self._units.backend(unit).unary(
-                    SERVICE + "SubmitExecution", request, retry=False
-                )
-            except ServiceError as error:
-                if not _unreachable(error):
-                    raise
-                self._units.refused(unit)
-                if submission.computing_unit_id or not repeatable:
-                    raise
-                continue  # to the next healthy unit; UNAVAILABLE once none is left
-            self._units.routed(unit)
-            return answer
+        unit = await self._unit_for(submission.computing_unit_id)
+        try:
+            return await self._submit_to(unit, request)
+        except ServiceError as error:
+            if not (_unreachable(error) and may_repeat(RULES["SubmitExecution"], submission)):
+                raise
+            self._units.refused(unit)
+        # The unit did not answer; an idempotent submission asks the registry once more.
+        return await self._submit_to(await self._unit_for(submission.computing_unit_id), request)
+
+    async def _submit_to(self, unit: rs.UnitRegistration, request: bytes) -> bytes:
+        return await self._units.backend(unit).unary(
+            SERVICE + "SubmitExecution", request, retry=False
+        )
 
     async def _where(self, execution_id: str) -> execution_pb2.Execution:
         """The registry's record of the execution (NOT_FOUND for another user's)."""

@@ -30,6 +30,14 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "RestoreWarehouse": Repeat.NEVER,
         "DeleteWarehouse": Repeat.NEVER,
     },
+    "texera.lake.v1.ComputingUnitService": {
+        "CreateComputingUnit": Repeat.WHEN_IDEMPOTENT,
+        "GetComputingUnit": Repeat.ALWAYS,
+        "ListComputingUnits": Repeat.ALWAYS,
+        "DeleteComputingUnit": Repeat.NEVER,
+        "ShareComputingUnit": Repeat.ALWAYS,
+        "UnshareComputingUnit": Repeat.ALWAYS,
+    },
     "texera.lake.v1.ExecutionService": {
         "SubmitExecution": Repeat.WHEN_IDEMPOTENT,
         "GetExecution": Repeat.ALWAYS,

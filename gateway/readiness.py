@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2
 
-from gateway.service import EXECUTIONS, RESULTS, WAREHOUSES
+from gateway.service import EXECUTIONS, RESULTS, UNITS, WAREHOUSES
 from gateway.units import UnitDirectory
 
 #: How long a backend may take to answer its health check.
@@ -32,11 +32,13 @@ async def readiness(
     registry: grpc.aio.Channel,
     units: UnitDirectory,
 ) -> dict[str, bool]:
-    """WarehouseService needs the warehouse service; ResultService the result service and the
-    registry; ExecutionService the registry and a healthy computing unit."""
+    """WarehouseService and ComputingUnitService need the warehouse service; ResultService the result service and the
+    registry; ExecutionService the registry, which launches computing units on demand."""
     registry_up = await serving(registry)
+    warehouses_up = await serving(warehouses)
     return {
-        WAREHOUSES.full_name: await serving(warehouses),
+        WAREHOUSES.full_name: warehouses_up,
+        UNITS.full_name: warehouses_up,
         RESULTS.full_name: registry_up and await serving(results),
-        EXECUTIONS.full_name: registry_up and units.loaded and bool(units.healthy_units()),
+        EXECUTIONS.full_name: registry_up and units.loaded,
     }

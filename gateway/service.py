@@ -1,11 +1,11 @@
-"""The gateway's three public services, built from their descriptors.
+"""The gateway's public services, built from their descriptors.
 
 Every method takes the request as the bytes the caller sent and answers with
 the bytes a backend sent (or, where the gateway answers itself, a message).
 Before anything is forwarded, the caller has been authenticated (the server
-interceptor) and counted against its rate limit. WarehouseService goes to the
-warehouse service, ResultService to the result service, ExecutionService to
-computing units (see executions).
+interceptor) and counted against its rate limit. WarehouseService and
+ComputingUnitService go to the warehouse service (the registry), ResultService
+to the result service, ExecutionService to computing units (see executions).
 """
 
 from __future__ import annotations
@@ -28,12 +28,18 @@ from service_runtime import wire
 from service_runtime.context import current_identity
 from service_runtime.errors import ServiceError
 from service_runtime.server import ServiceBinding
-from texera.lake.v1 import execution_service_pb2, result_service_pb2, warehouse_service_pb2
+from texera.lake.v1 import (
+    computing_unit_service_pb2,
+    execution_service_pb2,
+    result_service_pb2,
+    warehouse_service_pb2,
+)
 
 WAREHOUSES = warehouse_service_pb2.DESCRIPTOR.services_by_name["WarehouseService"]
 EXECUTIONS = execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"]
 RESULTS = result_service_pb2.DESCRIPTOR.services_by_name["ResultService"]
-PUBLIC_SERVICES = (WAREHOUSES, EXECUTIONS, RESULTS)
+UNITS = computing_unit_service_pb2.DESCRIPTOR.services_by_name["ComputingUnitService"]
+PUBLIC_SERVICES = (WAREHOUSES, UNITS, EXECUTIONS, RESULTS)
 
 Behavior = Callable[[bytes, Any], Any]
 
@@ -154,10 +160,11 @@ def public_bindings(
     executions: Callable[[], ExecutionRoutes],
     admission: Admission,
 ) -> list[ServiceBinding]:
-    """The three services; each part is looked up per call (they exist once the gateway has
+    """The public services; each part is looked up per call (they exist once the gateway has
     started)."""
     return [
         binding(WAREHOUSES, partial(forwarding, warehouses), admission),
+        binding(UNITS, partial(forwarding, warehouses), admission),
         binding(EXECUTIONS, partial(_routed, executions), admission),
         binding(RESULTS, partial(forwarding, results), admission),
     ]

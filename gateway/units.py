@@ -1,10 +1,10 @@
-"""The computing units the registry knows, their load, and a channel to each.
+"""Where the running computing units are, and a channel to each.
 
-The directory reads the registry's list on a timer, on the gateway's own
-account. A unit is healthy while the registry says so and its lease has not
-run out. Between two reads, the submissions the gateway itself routed count
-towards a unit's load, so a burst of submissions spreads over the units, and
-a unit that refused a connection is passed over for a while.
+The directory reads the registry's registrations on a timer, on the gateway's
+own account, and learns of a unit the moment the registry hands it out for a
+submission. A unit is reachable while its registration is healthy and its lease
+has not run out; one that refused a connection is passed over for a while.
+Which unit a submission may go to is the registry's decision (see executions).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import grpc
 from gateway.forwarding import Backend
 from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer
 from service_runtime.context import current_identity
-from service_runtime.errors import ServiceError
 from service_runtime.internal_tokens import MESH_AUDIENCE, TokenExchange, unit_audience
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 
@@ -41,28 +40,27 @@ class UnitDirectory:
         self._registry = registry_service_pb2_grpc.RegistryServiceStub(registry)
         self._tokens = tokens
         self._clock = clock
-        self._units: dict[str, rs.ComputingUnit] = {}
-        self._routed: dict[str, int] = {}
+        self._units: dict[str, rs.UnitRegistration] = {}
         self._suspect_until: dict[str, float] = {}
         self._backends: dict[str, Backend] = {}
         self.loaded = False
 
     async def refresh(self) -> None:
-        """Reads every unit from the registry; raises what the registry call raised."""
+        """Reads every registration from the registry; raises what the registry call raised."""
         metadata = (bearer(self._tokens.token(GATEWAY_SUBJECT, SERVICE_ROLE, MESH_AUDIENCE)),)
-        units: dict[str, rs.ComputingUnit] = {}
+        units: dict[str, rs.UnitRegistration] = {}
         page_token = ""
         while True:
-            response = await self._registry.ListComputingUnits(
-                rs.ListComputingUnitsRequest(page_size=1000, page_token=page_token),
+            response = await self._registry.ListUnitRegistrations(
+                rs.ListUnitRegistrationsRequest(page_size=1000, page_token=page_token),
                 metadata=metadata,
                 timeout=10,
             )
-            units.update((u.computing_unit_id, u) for u in response.computing_units)
+            units.update((u.computing_unit_id, u) for u in response.registrations)
             page_token = response.next_page_token
             if not page_token:
                 break
-        self._units, self._routed, self.loaded = units, {}, True
+        self._units, self.loaded = units, True
         await self._close_gone()
 
     async def _close_gone(self) -> None:
@@ -70,65 +68,32 @@ class UnitDirectory:
         for key in [k for k in self._backends if k not in live]:
             await self._backends.pop(key).close()
 
-    def _healthy(self, unit: rs.ComputingUnit) -> bool:
+    def remember(self, unit: rs.UnitRegistration) -> None:
+        """Takes a registration the registry just handed out (fresher than the last read)."""
+        self._units[unit.computing_unit_id] = unit
+        self._suspect_until.pop(unit.computing_unit_id, None)
+
+    def _healthy(self, unit: rs.UnitRegistration) -> bool:
         now = self._clock()
         return (
-            unit.state == rs.COMPUTING_UNIT_STATE_HEALTHY
+            unit.state == rs.UNIT_REGISTRATION_STATE_HEALTHY
             and unit.lease_expire_time.ToSeconds() > now
             and self._suspect_until.get(unit.computing_unit_id, 0.0) <= now
         )
 
-    def healthy_units(self) -> list[rs.ComputingUnit]:
-        return [unit for unit in self._units.values() if self._healthy(unit)]
-
-    def _load(self, unit: rs.ComputingUnit) -> float:
-        busy = unit.running_executions + unit.queued_executions
-        return (busy + self._routed.get(unit.computing_unit_id, 0)) / max(unit.capacity, 1)
-
-    def least_loaded(self) -> rs.ComputingUnit:
-        """The healthy unit with the least work per slot; UNAVAILABLE when there is none."""
-        healthy = self.healthy_units()
-        if not healthy:
-            raise ServiceError(
-                grpc.StatusCode.UNAVAILABLE,
-                "no computing unit is healthy; retry later",
-                reason="NO_HEALTHY_COMPUTING_UNIT",
-                retry_delay_seconds=5.0,
-            )
-        return min(healthy, key=lambda unit: (self._load(unit), unit.computing_unit_id))
-
-    def named(self, unit_id: str) -> rs.ComputingUnit:
-        """The unit with that id if it is healthy; NOT_FOUND or UNAVAILABLE otherwise."""
-        unit = self._units.get(unit_id)
-        if unit is None:
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"computing unit {unit_id} not found")
-        if not self._healthy(unit):
-            raise ServiceError(
-                grpc.StatusCode.UNAVAILABLE,
-                f"computing unit {unit_id} is not healthy; retry later or submit without it",
-                reason="COMPUTING_UNIT_UNAVAILABLE",
-                metadata={"computing_unit_id": unit_id},
-                retry_delay_seconds=5.0,
-            )
-        return unit
-
-    def find(self, unit_id: str) -> rs.ComputingUnit | None:
+    def find(self, unit_id: str) -> rs.UnitRegistration | None:
         """The unit with that id if it is healthy, else None."""
         unit = self._units.get(unit_id)
         return unit if unit is not None and self._healthy(unit) else None
 
-    def routed(self, unit: rs.ComputingUnit) -> None:
-        """Counts a submission sent to unit until the registry's next word on its load."""
-        self._routed[unit.computing_unit_id] = self._routed.get(unit.computing_unit_id, 0) + 1
-
-    def refused(self, unit: rs.ComputingUnit) -> None:
+    def refused(self, unit: rs.UnitRegistration) -> None:
         """Passes over a unit that did not answer for SUSPECT_SECONDS."""
         log.warning(
             "computing unit unreachable", extra={"computing_unit_id": unit.computing_unit_id}
         )
         self._suspect_until[unit.computing_unit_id] = self._clock() + SUSPECT_SECONDS
 
-    def backend(self, unit: rs.ComputingUnit) -> Backend:
+    def backend(self, unit: rs.UnitRegistration) -> Backend:
         """The unit's backend; calls to it carry the caller's token for that unit alone."""
         key = f"{unit.computing_unit_id}@{unit.endpoint}"
         if key not in self._backends:

@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 
 from embedded_stack.secrets import JWT_SECRET_FILE
-from lake_cli import executions, results, warehouses
+from lake_cli import executions, results, units, warehouses
 from lake_cli.connection import CliError, Connection, read_state, stack_endpoints
 from lake_cli.render import error_text
 from service_runtime.auth import mint_token
@@ -53,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     minting.set_defaults(offline=token)
     commands.add_parser("status", help=status.__doc__).set_defaults(offline=status)
     warehouses.add_commands(commands)
+    units.add_commands(commands)
     executions.add_commands(commands)
     results.add_commands(commands)
     return root

@@ -20,6 +20,7 @@ from embedded_stack.secrets import JWT_SECRET_FILE
 from embedded_stack.stack import ENDPOINTS_FILE
 from service_runtime.auth import bearer, mint_token
 from texera.lake.v1 import (
+    computing_unit_service_pb2_grpc,
     execution_service_pb2_grpc,
     result_service_pb2_grpc,
     warehouse_service_pb2_grpc,
@@ -80,6 +81,10 @@ class Connection:
     @property
     def warehouses(self) -> warehouse_service_pb2_grpc.WarehouseServiceStub:
         return warehouse_service_pb2_grpc.WarehouseServiceStub(self.channel)
+
+    @property
+    def units(self) -> computing_unit_service_pb2_grpc.ComputingUnitServiceStub:
+        return computing_unit_service_pb2_grpc.ComputingUnitServiceStub(self.channel)
 
     @property
     def executions(self) -> execution_service_pb2_grpc.ExecutionServiceStub:

@@ -133,7 +133,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     submitting = commands.add_parser("submit", help=submit.__doc__)
     submitting.add_argument("workflow", type=Path, help="the workflow, a .json or .yaml file")
     submitting.add_argument("--warehouse", required=True, help="warehouse id to write into")
-    submitting.add_argument("--unit", default="", help="computing unit id (default: any)")
+    submitting.add_argument(
+        "--unit",
+        default="",
+        help="computing unit id (default: your default unit, made on first use)",
+    )
     submitting.add_argument("--execution-id", default="", help="your own id for the execution")
     submitting.add_argument("--watch", action="store_true", help="follow it until it ends")
     submitting.set_defaults(run=submit)

@@ -8,6 +8,10 @@ instead be given in a file named by ``<variable>_FILE`` (as Docker and Kubernete
 mount them); a setting marked secret only so, from a file nobody but its owner (and its
 group, as Kubernetes mounts secrets) can read, nor anybody else write.
 
+A setting declared *secret* may instead be given as a file: ``<variable>_FILE``
+names a file holding the value (for example ``TEXERA_LAKE_JWT_SECRET_FILE``), so
+that the secret need not be in the process's environment.
+
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
 table of the README's configuration section.
 """
@@ -124,6 +128,13 @@ class Settings:
     def variable_name(cls, f: dataclasses.Field[Any]) -> str:
         scope = f"{cls.scope}_" if f.metadata["scoped"] and cls.scope else ""
         return f"{ENV_PREFIX}{scope}{f.metadata['env']}"
+
+    @classmethod
+    def secret_file_variables(cls) -> list[str]:
+        """The ``_FILE`` variables that name the files of the settings marked secret."""
+        return [
+            f"{cls.variable_name(f)}_FILE" for f in dataclasses.fields(cls) if f.metadata["secret"]
+        ]
 
     @classmethod
     def describe(cls) -> Iterator[tuple[str, str, str]]:

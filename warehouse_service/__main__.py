@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from unit_launcher.factory import launcher_named
 from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.warehouses import WarehouseServicer
 
 
@@ -27,6 +32,21 @@ def build() -> ServiceProcess:
         attempts=settings.catalog_attempts,
         oauth=settings.catalog_oauth(),
     )
+    supervisor = UnitSupervisor(
+        db,
+        launcher_named(
+            settings.unit_launcher,
+            root=settings.unit_folder,
+            host=settings.host,
+            advertised_host=settings.unit_advertised_host,
+        ),
+        credentials=UnitCredentials(settings.signing_key),
+        settings=unit_settings(os.environ),
+        idle_seconds=settings.unit_idle_seconds,
+        start_timeout_seconds=settings.unit_start_timeout_seconds,
+        default_cores=settings.unit_default_cores,
+        default_memory_mib=settings.unit_default_memory_mib,
+    )
     background: list[asyncio.Task[None]] = []
 
     async def start() -> None:
@@ -35,12 +55,14 @@ def build() -> ServiceProcess:
         background.append(
             asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
         )
+        background.append(asyncio.create_task(supervisor.watch_forever()))
 
     async def stop() -> None:
         for task in background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await supervisor.close()
         await catalog.close()
         await db.close()
 
@@ -67,8 +89,10 @@ def build() -> ServiceProcess:
                     project_id=settings.catalog_project_id,
                     heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                     lease_seconds=settings.lease_seconds,
+                    supervisor=supervisor,
                 )
             ),
+            ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
         ],
         on_start=start,
         on_stop=stop,

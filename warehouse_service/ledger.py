@@ -1,9 +1,10 @@
-"""RegistryService: the execution ledger and the computing units.
+"""RegistryService: the execution ledger and the computing units' registrations.
 
-A computing unit binds an execution for the submitting user (its credential
-and the user's token together; the owner check is against that user); state
-updates, registration and heartbeats come from the unit alone, whose
-credential names its id (see service_runtime.internal_tokens).
+A computing unit calls with its own credential (its subject is the unit's id):
+it binds executions for the user it serves (named in ``x-texera-on-behalf-of``,
+who must be allowed to use the unit and own the warehouse), reports their
+states, registers and heartbeats, each only for itself and its own executions.
+Users' tokens are refused by every internal method.
 
 Every CatalogBinding answered carries a catalog token for its one warehouse,
 exchanged for the registry's own: read and write for a computing unit acting
@@ -22,7 +23,7 @@ import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
-from service_runtime.callers import require_service, require_unit, require_user
+from service_runtime.callers import acting_for, require_service, require_unit, require_user
 from service_runtime.context import current_identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition, not_found
 from service_runtime.pagination import PageTokens, fingerprint, page_size
@@ -30,6 +31,7 @@ from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service import records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
     check_identifier,
@@ -85,15 +87,17 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         project_id: str,
         heartbeat_interval_seconds: float,
         lease_seconds: float,
+        supervisor: UnitSupervisor,
     ) -> None:
         self._db = db
         self._catalog = catalog
+        self._supervisor = supervisor
         self._catalog_uri = catalog_uri
         self._project_id = project_id
         self._heartbeat_interval = heartbeat_interval_seconds
         self._lease = lease_seconds
         self._execution_tokens = PageTokens(page_token_key, "executions")
-        self._unit_tokens = PageTokens(page_token_key, "computing-units")
+        self._unit_tokens = PageTokens(page_token_key, "unit-registrations")
 
     async def _binding(
         self, row: asyncpg.Record, *, write: bool
@@ -121,8 +125,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def BindExecution(
         self, request: registry_service_pb2.BindExecutionRequest, context: Any
     ) -> registry_service_pb2.BindExecutionResponse:
-        owner = require_user().user_id
         unit = require_unit()
+        owner = acting_for().user_id
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -151,6 +155,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             existing = await self._existing_bind(connection, owner, request)
             if existing is not None:
                 return existing
+            usable = await usable_unit(
+                connection, request.computing_unit_id, owner, lock="FOR SHARE"
+            )
+            if usable is None or usable["state"] not in USABLE_STATES:
+                raise not_found(f"computing unit {request.computing_unit_id}")
             warehouse = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2 FOR SHARE",
                 uuid.UUID(request.warehouse_id),
@@ -187,6 +196,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 request.workflow_fingerprint,
                 request.request_id.lower() or None,
             )
+            await _touch(connection, request.computing_unit_id)
         log.info(
             "execution bound",
             extra={"execution_id": request.execution_id, "warehouse_id": request.warehouse_id},
@@ -286,6 +296,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 )
             else:
                 row = await self._apply(connection, request, row, target)
+                await _touch(connection, request.computing_unit_id)
             outputs = await self._outputs(connection, request.execution_id)
         return registry_service_pb2.UpdateExecutionStateResponse(
             execution=records.execution(row, outputs)
@@ -384,21 +395,35 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(request.warehouse_id)
             )
-        if row is None or not _readable_by(identity, row) or row["state"] in _UNREADABLE:
+            readable = row is not None and await self._warehouse_readable(connection, identity, row)
+        if row is None or not readable or row["state"] in _UNREADABLE:
             raise not_found(f"warehouse {request.warehouse_id}")
         # Only a computing unit, writing for the user it serves, gets a token that may write.
         return registry_service_pb2.ResolveWarehouseResponse(
             binding=await self._binding(row, write=identity.via is not None)
         )
 
+    @staticmethod
+    async def _warehouse_readable(
+        connection: Connection, identity: Identity, warehouse: asyncpg.Record
+    ) -> bool:
+        """Services see every warehouse, users their own, units those their unfinished
+        executions write into."""
+        if identity.is_unit:
+            return bool(
+                await connection.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM executions WHERE computing_unit_id = $1 "
+                    "AND warehouse_id = $2 AND state IN ('QUEUED', 'RUNNING'))",
+                    identity.user_id,
+                    warehouse["warehouse_id"],
+                )
+            )
+        return identity.is_service or warehouse["owner_user_id"] == identity.user_id
+
     async def ListExecutionRecords(
         self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any
     ) -> registry_service_pb2.ListExecutionRecordsResponse:
-        identity = current_identity()
-        if identity.is_unit:
-            raise ServiceError(
-                grpc.StatusCode.PERMISSION_DENIED, "computing units list no executions"
-            )
+        owner = acting_for().user_id
         limit = page_size(request.page_size, default=50, maximum=500)
         violations = FieldViolations()
         if request.warehouse_id:
@@ -414,7 +439,6 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             len(states) == len(request.states), "states", "must all be execution states"
         )
         violations.raise_if_any()
-        owner = None if identity.is_service else identity.user_id
         request_fingerprint = fingerprint(
             owner, request.warehouse_id, states, request.computing_unit_id
         )
@@ -426,7 +450,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             rows = await connection.fetch(
                 """
                 SELECT * FROM executions
-                WHERE ($1::text IS NULL OR owner_user_id = $1)
+                WHERE owner_user_id = $1
                   AND ($2::uuid IS NULL OR warehouse_id = $2)
                   AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
                   AND ($4::text IS NULL OR computing_unit_id = $4)
@@ -497,12 +521,17 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 request.capacity,
                 self._lease,
             )
+            await connection.execute(
+                "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
+                "last_used_at = now() WHERE unit_id = $1 AND state = 'PROVISIONING'",
+                request.computing_unit_id,
+            )
         log.info(
             "computing unit registered",
             extra={"computing_unit_id": request.computing_unit_id, "failed": lost},
         )
         response = registry_service_pb2.RegisterComputingUnitResponse(
-            computing_unit=records.computing_unit(present(row))
+            registration=records.registration(present(row))
         )
         response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
         return response
@@ -539,12 +568,12 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 f"a live registration of computing unit {request.computing_unit_id}; register again"
             )
         return registry_service_pb2.HeartbeatComputingUnitResponse(
-            computing_unit=records.computing_unit(row)
+            registration=records.registration(row)
         )
 
-    async def ListComputingUnits(
-        self, request: registry_service_pb2.ListComputingUnitsRequest, context: Any
-    ) -> registry_service_pb2.ListComputingUnitsResponse:
+    async def ListUnitRegistrations(
+        self, request: registry_service_pb2.ListUnitRegistrationsRequest, context: Any
+    ) -> registry_service_pb2.ListUnitRegistrationsResponse:
         require_service()
         limit = page_size(request.page_size, default=100, maximum=1000)
         request_fingerprint = fingerprint(request.healthy_only)
@@ -566,7 +595,28 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         token = ""
         if len(rows) > limit:
             token = self._unit_tokens.issue({"offset": offset + limit}, request_fingerprint)
-        return registry_service_pb2.ListComputingUnitsResponse(
-            computing_units=[records.computing_unit(row) for row in rows[:limit]],
+        return registry_service_pb2.ListUnitRegistrationsResponse(
+            registrations=[records.registration(row) for row in rows[:limit]],
             next_page_token=token,
         )
+
+    async def AcquireComputingUnit(
+        self, request: registry_service_pb2.AcquireComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.AcquireComputingUnitResponse:
+        user = require_user().user_id
+        if request.computing_unit_id:
+            violations = FieldViolations()
+            check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+            violations.raise_if_any()
+        remaining = context.time_remaining()
+        # Answer before the caller's deadline, so that it hears why it must retry.
+        wait = None if remaining is None else max(remaining - 1.0, 0.5)
+        registration = await self._supervisor.acquire(user, request.computing_unit_id, wait)
+        return registry_service_pb2.AcquireComputingUnitResponse(
+            registration=records.registration(registration)
+        )
+
+
+async def _touch(connection: Connection, unit_id: str) -> None:
+    """Marks a unit used now, which keeps it from being stopped as idle."""
+    await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)

@@ -11,7 +11,12 @@ import asyncpg
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from texera.lake.v1 import execution_pb2, registry_service_pb2, warehouse_pb2
+from texera.lake.v1 import (
+    computing_unit_service_pb2,
+    execution_pb2,
+    registry_service_pb2,
+    warehouse_pb2,
+)
 from warehouse_service.catalog_oauth import AccessToken
 
 Row = asyncpg.Record
@@ -134,8 +139,8 @@ def progress_json(progress: execution_pb2.ExecutionProgress) -> str:
     return json.dumps(json_format.MessageToDict(progress))
 
 
-def computing_unit(row: Row) -> registry_service_pb2.ComputingUnit:
-    return registry_service_pb2.ComputingUnit(
+def registration(row: Row) -> registry_service_pb2.UnitRegistration:
+    return registry_service_pb2.UnitRegistration(
         computing_unit_id=row["computing_unit_id"],
         endpoint=row["endpoint"],
         capacity=row["capacity"],
@@ -144,8 +149,34 @@ def computing_unit(row: Row) -> registry_service_pb2.ComputingUnit:
         last_heartbeat_time=timestamp(row["last_heartbeat_at"]),
         lease_expire_time=timestamp(row["lease_expires_at"]),
         state=(
-            registry_service_pb2.COMPUTING_UNIT_STATE_HEALTHY
+            registry_service_pb2.UNIT_REGISTRATION_STATE_HEALTHY
             if row["state"] == "HEALTHY"
-            else registry_service_pb2.COMPUTING_UNIT_STATE_LOST
+            else registry_service_pb2.UNIT_REGISTRATION_STATE_LOST
         ),
+    )
+
+
+_UNIT_STATES = {
+    "PROVISIONING": computing_unit_service_pb2.COMPUTING_UNIT_STATE_PROVISIONING,
+    "RUNNING": computing_unit_service_pb2.COMPUTING_UNIT_STATE_RUNNING,
+    "STOPPED": computing_unit_service_pb2.COMPUTING_UNIT_STATE_STOPPED,
+    "FAILED": computing_unit_service_pb2.COMPUTING_UNIT_STATE_FAILED,
+    "DELETING": computing_unit_service_pb2.COMPUTING_UNIT_STATE_DELETING,
+}
+
+
+def owned_unit(row: Row, shared_with: Iterable[str]) -> computing_unit_service_pb2.ComputingUnit:
+    """A unit as the public API shows it; shared_with only for its owner's eyes."""
+    return computing_unit_service_pb2.ComputingUnit(
+        computing_unit_id=row["unit_id"],
+        display_name=row["display_name"],
+        owner_user_id=row["owner_user_id"],
+        cores=row["cores"],
+        memory_mib=row["memory_mib"],
+        state=_UNIT_STATES[row["state"]],
+        state_message=row["state_message"],
+        default_unit=row["default_unit"],
+        shared_with_user_ids=sorted(shared_with),
+        create_time=timestamp(row["created_at"]),
+        last_use_time=timestamp(row["last_used_at"]),
     )

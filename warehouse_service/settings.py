@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from service_runtime.config import (
     ENV_PREFIX,
@@ -12,6 +14,7 @@ from service_runtime.config import (
     setting,
 )
 from service_runtime.endpoint_guard import parse_allowed
+from unit_launcher.factory import LAUNCHERS
 from warehouse_service.catalog_oauth import OAuthClient
 
 
@@ -119,6 +122,48 @@ class WarehouseServiceSettings(ServerSettings):
         "Lakekeeper project that holds the warehouses.",
     )
 
+    unit_launcher: str = setting(
+        "UNIT_LAUNCHER",
+        "process",
+        "How computing units run: process (a local process tree each) or kubernetes (a Pod each).",
+        scoped=True,
+    )
+    unit_root: str = setting(
+        "UNIT_ROOT",
+        "",
+        "Folder of the process launcher's units (their homes and logs). Empty means "
+        "texera-lake-units in the system's temporary folder.",
+        scoped=True,
+    )
+    unit_advertised_host: str = setting(
+        "UNIT_ADVERTISED_HOST",
+        "",
+        "Host at which other services reach the process launcher's units. Empty means HOST.",
+        scoped=True,
+    )
+    unit_idle_seconds: float = setting(
+        "UNIT_IDLE_SECONDS",
+        900.0,
+        "A computing unit without an execution for this long is stopped; the next "
+        "submission starts it again.",
+        scoped=True,
+    )
+    unit_start_timeout_seconds: float = setting(
+        "UNIT_START_TIMEOUT_SECONDS",
+        300.0,
+        "A launched computing unit that has not registered within this time is FAILED.",
+        scoped=True,
+    )
+    unit_default_cores: int = setting(
+        "UNIT_DEFAULT_CORES", 1, "Cores of a user's default unit, made on first use.", scoped=True
+    )
+    unit_default_memory_mib: int = setting(
+        "UNIT_DEFAULT_MEMORY_MIB",
+        1024,
+        "Memory (MiB) of a user's default unit, made on first use.",
+        scoped=True,
+    )
+
     def validate(self) -> None:
         super().validate()
         self.require("database_url")
@@ -129,6 +174,15 @@ class WarehouseServiceSettings(ServerSettings):
             parse_allowed(self.allowed_storage_endpoints)
         except ValueError as exc:
             raise ConfigError(f"{ENV_PREFIX}WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS: {exc}") from exc
+        if self.unit_launcher not in LAUNCHERS:
+            raise ConfigError(
+                f"TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER must be one of {', '.join(LAUNCHERS)}"
+            )
+        if self.unit_idle_seconds <= 0 or self.unit_start_timeout_seconds <= 0:
+            raise ConfigError(
+                "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "
+                "TEXERA_LAKE_WAREHOUSE_UNIT_START_TIMEOUT_SECONDS must be above 0"
+            )
 
     def catalog_oauth(self) -> OAuthClient | None:
         """The registry's OAuth2 client of the catalog; None without a client secret."""
@@ -141,3 +195,7 @@ class WarehouseServiceSettings(ServerSettings):
             scope=self.catalog_oauth_scope,
             audience=self.catalog_oauth_audience,
         )
+
+    @property
+    def unit_folder(self) -> Path:
+        return Path(self.unit_root or Path(tempfile.gettempdir(), "texera-lake-units"))

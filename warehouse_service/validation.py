@@ -146,3 +146,10 @@ def check_identifier(violations: FieldViolations, value: str, field: str) -> Non
 def check_endpoint_address(violations: FieldViolations, value: str, field: str) -> None:
     if not _HOST_PORT.match(value):
         violations.add(field, "must be host:port")
+
+
+def check_user_id(violations: FieldViolations, value: str, field: str) -> None:
+    if not 1 <= len(value) <= 128:
+        violations.add(field, "must be 1 to 128 characters long")
+    elif _CONTROL.search(value):
+        violations.add(field, "must not contain control characters")

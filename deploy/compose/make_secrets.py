@@ -2,9 +2,9 @@
 
 Each service gets a folder of its own (mode 0700, owned by the uid the service runs as) with
 only its secrets in files of mode 0600; the public keys go to ``public/``, readable by all.
-Keys are generated on the first run and kept; the computing unit's credential is issued anew
-on every run. Only this one-shot container sees the values that come from the environment
-(the Texera JWT secret and the registry database's URL, from .env).
+Keys are generated on the first run and kept. Only this one-shot container sees the values
+that come from the environment (the Texera JWT secret and the registry database's URL, from
+.env).
 
     python make_secrets.py /run/texera-lake
 """
@@ -17,11 +17,10 @@ import sys
 from pathlib import Path
 
 from service_runtime.internal_tokens import generate_private_key, public_key_text
-from warehouse_service.unit_credentials import UnitCredentials
 
-#: uid each service runs as (docker-compose.yml's `user:` entries).
-UIDS = {"gateway": 10010, "warehouse-service": 10011, "result-service": 10012, "cu-service": 10013}
-UNIT_ID = "cu-1"
+#: uid each service runs as (docker-compose.yml's `user:` entries; the registry is root, since
+#: it runs each computing unit as a system user of its own).
+UIDS = {"gateway": 10010, "warehouse-service": 0, "result-service": 10012}
 
 
 def _write(folder: Path, name: str, value: str, uid: int, mode: int = 0o600) -> None:
@@ -61,7 +60,6 @@ def main(root: Path) -> None:
                 folders["result-service"], "page_token_key", secrets.token_urlsafe(48)
             ),
         },
-        "cu-service": {"credential": UnitCredentials(registry_key).issue(UNIT_ID, "compose")},
     }
     for service, values in files.items():
         for name, value in values.items():

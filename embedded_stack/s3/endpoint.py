@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from embedded_stack.processes import ManagedProcess, ProcessFailed, wait_until
+from service_runtime.processes import ManagedProcess, ProcessFailed, wait_until
 
 if TYPE_CHECKING:
     from mypy_boto3_iam import IAMClient

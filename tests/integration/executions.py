@@ -15,6 +15,8 @@ from embedded_stack.stack import Stack
 from lake_client.executions import TERMINAL
 from tests.integration.mesh import Metadata, bearer, create_warehouse, user
 from texera.lake.v1 import (
+    computing_unit_service_pb2,
+    computing_unit_service_pb2_grpc,
     execution_pb2,
     execution_service_pb2,
     execution_service_pb2_grpc,
@@ -49,12 +51,15 @@ def filtered_numbers(end: int, partitions: int, condition: str) -> workflow_pb2.
 class UnitClient:
     stub: execution_service_pb2_grpc.ExecutionServiceStub
     metadata: Metadata
-    #: The user the client calls as.
-    user_id: str
+    #: The unit submissions name unless they name one themselves ("" is the default unit).
+    unit_id: str = ""
+    #: Whose token metadata carries.
+    user_id: str = ""
 
     def submit(
         self, warehouse_id: str, flow: workflow_pb2.Workflow, **fields: Any
     ) -> execution_pb2.Execution:
+        fields.setdefault("computing_unit_id", self.unit_id)
         request = es.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=flow, **fields)
         return self.stub.SubmitExecution(request, metadata=self.metadata, timeout=180).execution
 
@@ -92,13 +97,33 @@ class UnitClient:
             time.sleep(0.2)
 
 
-def unit_as(stack: Stack, user_id: str, part: str = "cu-service") -> UnitClient:
-    """A client of ExecutionService at part (the stack's unit, one from start_part, or the
-    gateway), as user_id."""
-    channel = grpc.insecure_channel(stack.target(part))
+#: Owner of the unit most tests run on, shared with each test user (one JVM for them all).
+SHARED_UNIT_OWNER = "unit-owner"
+
+
+def share_unit(stack: Stack, unit_id: str, owner: str, user_id: str) -> None:
+    channel = grpc.insecure_channel(stack.target("gateway"))
+    computing_unit_service_pb2_grpc.ComputingUnitServiceStub(channel).ShareComputingUnit(
+        computing_unit_service_pb2.ShareComputingUnitRequest(
+            computing_unit_id=unit_id, user_id=user_id
+        ),
+        metadata=bearer(stack.token(owner)),
+        timeout=60,
+    )
+    channel.close()
+
+
+def unit_as(stack: Stack, user_id: str) -> UnitClient:
+    """Calls, as user_id, the ExecutionService of the tests' shared unit (shared with user_id
+    here)."""
+    unit = stack.unit_for(SHARED_UNIT_OWNER)
+    if user_id != SHARED_UNIT_OWNER:
+        share_unit(stack, unit.unit_id, SHARED_UNIT_OWNER, user_id)
+    channel = grpc.insecure_channel(unit.target)
     return UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
-        bearer(stack.token_for(part, user_id)),
+        bearer(stack.unit_token(user_id, unit.unit_id)),
+        unit.unit_id,
         user_id,
     )
 
@@ -113,14 +138,13 @@ def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}
 
 
-def new_user(
-    stack: Stack, name: str, part: str = "cu-service"
-) -> tuple[UnitClient, str, BucketGrant]:
-    """A user with a warehouse on a bucket of their own, and a client of the unit `part`."""
+def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:
+    """A user with a warehouse on a bucket of their own, and a client of the tests' shared
+    unit."""
     user_id = f"{name}-{uuid.uuid4().hex[:6]}"
     grant = stack.provision_bucket(name)
     warehouse = create_warehouse(user(stack, user_id), grant)
-    return unit_as(stack, user_id, part), warehouse.warehouse_id, grant
+    return unit_as(stack, user_id), warehouse.warehouse_id, grant
 
 
 SLOW_UDF = udf(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from google.rpc import error_details_pb2
@@ -59,6 +61,16 @@ class RegistryClient:
             self.stack.unit_credential(unit_id),
             on_behalf=self.stack.unit_token(self.subject, unit_id),
             target=target,
+        )
+
+    def for_user(self, other: RegistryClient) -> RegistryClient:
+        """This computing unit calling for the user other, as a unit does: its credential, and
+        other's token minted for this unit."""
+        return registry_as(
+            self.stack,
+            other.subject,
+            self.stack.unit_credential(self.subject),
+            on_behalf=self.stack.unit_token(other.subject, self.subject),
         )
 
 
@@ -129,8 +141,41 @@ def create_warehouse(
     return response.warehouse  # type: ignore[no-any-return]
 
 
-def register_unit(stack: Stack, unit_id: str | None = None, capacity: int = 4) -> str:
+def record_unit(stack: Stack, unit_id: str, owner: str, shared_with: tuple[str, ...] = ()) -> None:
+    """The registry's record of a RUNNING unit of owner, without a process: what registry-level
+    tests bind executions to (the process launcher's units are tested end to end elsewhere)."""
+
+    async def insert() -> None:
+        connection = await asyncpg.connect(stack.database_url)
+        try:
+            await connection.execute(
+                "INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, "
+                "state, request_fingerprint) VALUES ($1, $2, 'recorded', 1, 512, 'RUNNING', '') "
+                "ON CONFLICT DO NOTHING",
+                unit_id,
+                owner,
+            )
+            await connection.executemany(
+                "INSERT INTO unit_shares (unit_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                [(unit_id, user_id) for user_id in shared_with],
+            )
+        finally:
+            await connection.close()
+
+    asyncio.run(insert())
+
+
+def register_unit(
+    stack: Stack,
+    unit_id: str | None = None,
+    capacity: int = 4,
+    *,
+    owner: str = "unit-owner",
+    shared_with: tuple[str, ...] = (),
+) -> str:
+    """A recorded unit of owner (see record_unit), registered as the unit itself would."""
     unit_id = unit_id or f"cu-{uuid.uuid4().hex[:8]}"
+    record_unit(stack, unit_id, owner, shared_with)
     unit = computing_unit(stack, unit_id)
     unit.call(
         unit.ledger.RegisterComputingUnit,

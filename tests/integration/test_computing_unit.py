@@ -24,6 +24,7 @@ from lake_client.executions import state_name
 from lake_tables.naming import result_table
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
+    SHARED_UNIT_OWNER,
     UnitClient,
     bucket_keys,
     filtered_numbers,
@@ -319,6 +320,7 @@ def test_user_code_does_not_see_the_units_secrets(stack: Stack) -> None:
     [seen] = [m["message"] for m in messages if m["message"].startswith("variables: ")]
     assert "TEXERA_LAKE_CU_PORT" in seen  # what the unit was started with, but no secret
     assert "TEXERA_LAKE_JWT_SECRET" not in seen
+    assert not [name for name in seen.split(",") if "CREDENTIAL" in name]
 
 
 def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:
@@ -721,19 +723,20 @@ def test_a_broken_warehouse_does_not_hold_up_another(stack: Stack) -> None:
 
 
 def test_the_unit_is_registered_and_heartbeats(stack: Stack) -> None:
-    client = gateway_account(stack)
-    units = client.call(
-        client.ledger.ListComputingUnits,
-        registry_service_pb2.ListComputingUnitsRequest(healthy_only=True),
-    )
-    [unit] = [u for u in units.computing_units if u.computing_unit_id == "cu-1"]
-    assert unit.endpoint == stack.target("cu-service")
+    running = stack.unit_for(SHARED_UNIT_OWNER)
+    gateway = gateway_account(stack)
+
+    def registration() -> registry_service_pb2.UnitRegistration:
+        listed: registry_service_pb2.ListUnitRegistrationsResponse = gateway.call(
+            gateway.ledger.ListUnitRegistrations,
+            registry_service_pb2.ListUnitRegistrationsRequest(healthy_only=True),
+        )
+        [unit] = [u for u in listed.registrations if u.computing_unit_id == running.unit_id]
+        return unit
+
+    unit = registration()
+    assert unit.endpoint == running.target
     assert unit.capacity == 2
     first = unit.last_heartbeat_time.ToDatetime()
     time.sleep(2.5)
-    units = client.call(
-        client.ledger.ListComputingUnits,
-        registry_service_pb2.ListComputingUnitsRequest(healthy_only=True),
-    )
-    [unit] = [u for u in units.computing_units if u.computing_unit_id == "cu-1"]
-    assert unit.last_heartbeat_time.ToDatetime() > first
+    assert registration().last_heartbeat_time.ToDatetime() > first

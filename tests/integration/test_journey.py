@@ -1,6 +1,7 @@
 """The whole journey with the real grpcurl binary against the gateway alone: register a
-warehouse, submit a workflow written as JSON, watch it to the end, read a page, list the
-snapshots and read the result as it was at the first one."""
+warehouse, create a computing unit and share it, submit a workflow written as JSON to it,
+watch it to the end, read a page, list the snapshots and read the result as it was at the
+first one, and delete the unit."""
 
 from __future__ import annotations
 
@@ -70,9 +71,27 @@ def test_the_journey_with_grpcurl(short_lived_stack: Stack) -> None:
     warehouse_id = created["warehouse"]["warehouse_id"]
     assert created["warehouse"]["state"] == "WAREHOUSE_STATE_ACTIVE"
 
-    [submitted] = call(
-        "ExecutionService/SubmitExecution", {"warehouse_id": warehouse_id, "workflow": WORKFLOW}
+    [unit] = call(
+        "ComputingUnitService/CreateComputingUnit",
+        {"computing_unit": {"display_name": "journey", "cores": 2, "memory_mib": 1024}},
     )
+    unit_id = unit["computing_unit"]["computing_unit_id"]
+    assert unit["computing_unit"]["state"] == "COMPUTING_UNIT_STATE_PROVISIONING"
+    [listed] = call("ComputingUnitService/ListComputingUnits", {})
+    assert [u["computing_unit_id"] for u in listed["computing_units"]] == [unit_id]
+    [shared] = call(
+        "ComputingUnitService/ShareComputingUnit",
+        {"computing_unit_id": unit_id, "user_id": "journey-friend"},
+    )
+    assert shared["computing_unit"]["shared_with_user_ids"] == ["journey-friend"]
+
+    # The submission waits for the new unit to start (within its deadline).
+    [submitted] = call(
+        "ExecutionService/SubmitExecution",
+        {"warehouse_id": warehouse_id, "workflow": WORKFLOW, "computing_unit_id": unit_id},
+        timeout=300,
+    )
+    assert submitted["execution"]["computing_unit_id"] == unit_id
     execution_id = submitted["execution"]["execution_id"]
     events = call("ExecutionService/WatchExecution", {"execution_id": execution_id}, timeout=300)
     assert events[-1]["execution"]["state"] == "EXECUTION_STATE_SUCCEEDED"
@@ -99,3 +118,9 @@ def test_the_journey_with_grpcurl(short_lived_stack: Stack) -> None:
         {**result, "page_size": 1, "snapshot": {"as_of_time": first["commit_time"]}},
     )
     assert as_of["snapshot_id"] == first["snapshot_id"]
+
+    [running] = call("ComputingUnitService/GetComputingUnit", {"computing_unit_id": unit_id})
+    assert running["computing_unit"]["state"] == "COMPUTING_UNIT_STATE_RUNNING"
+    call("ComputingUnitService/DeleteComputingUnit", {"computing_unit_id": unit_id}, timeout=120)
+    [after] = call("ComputingUnitService/ListComputingUnits", {})
+    assert after == {}

@@ -47,11 +47,12 @@ class Tenancy:
 def tenancy(stack: Stack) -> Tenancy:
     alice = user(stack, f"alice-{uuid.uuid4().hex[:6]}")
     bob = user(stack, f"bob-{uuid.uuid4().hex[:6]}")
-    unit = computing_unit(stack, register_unit(stack))
+    # A unit both may run on: what keeps Alice's things from Bob is the registry, not the unit.
+    unit = computing_unit(stack, register_unit(stack, shared_with=(alice.subject, bob.subject)))
     grant = stack.provision_bucket("tenant")
     warehouse_id = create_warehouse(alice, grant).warehouse_id
     execution_id = f"ex-{uuid.uuid4().hex[:10]}"
-    alice.through(unit.subject).call(
+    unit.for_user(alice).call(
         alice.ledger.BindExecution,
         rs.BindExecutionRequest(
             execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit.subject
@@ -108,7 +109,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     ),
     (
         "BindExecution (Alice's warehouse)",
-        lambda t: t.bob.through(t.unit.subject).call(
+        lambda t: t.unit.for_user(t.bob).call(
             t.bob.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=f"ex-{uuid.uuid4().hex[:10]}",
@@ -120,7 +121,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     ),
     (
         "BindExecution (Alice's execution id)",
-        lambda t: t.bob.through(t.unit.subject).call(
+        lambda t: t.unit.for_user(t.bob).call(
             t.bob.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=t.execution_id,
@@ -191,9 +192,10 @@ def test_bobs_lists_never_show_alices_resources(tenancy: Tenancy) -> None:
     bob = tenancy.bob
     warehouses = bob.call(bob.warehouses.ListWarehouses, ws.ListWarehousesRequest())
     assert tenancy.warehouse_id not in [w.warehouse_id for w in warehouses.warehouses]
-    executions = bob.call(bob.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest())
+    listing = tenancy.unit.for_user(bob)
+    executions = listing.call(bob.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest())
     assert tenancy.execution_id not in [e.execution_id for e in executions.executions]
-    filtered = bob.call(
+    filtered = listing.call(
         bob.ledger.ListExecutionRecords,
         rs.ListExecutionRecordsRequest(warehouse_id=tenancy.warehouse_id),
     )

@@ -46,18 +46,33 @@ def warehouse_id(stack: Stack, alice: RegistryClient) -> str:
 
 
 @pytest.fixture
-def unit(stack: Stack) -> RegistryClient:
-    return computing_unit(stack, register_unit(stack))
+def unit(stack: Stack, alice: RegistryClient) -> RegistryClient:
+    """A unit shared with alice."""
+    return computing_unit(stack, register_unit(stack, shared_with=(alice.subject,)))
 
 
 def bind(
-    client: RegistryClient, execution_id: str, warehouse_id: str, unit_id: str, **fields: Any
+    client: RegistryClient,
+    execution_id: str,
+    warehouse_id: str,
+    unit: RegistryClient,
+    **fields: Any,
 ) -> Any:
+    """Binds as the unit does: with its credential, for the user client."""
     request = rs.BindExecutionRequest(
-        execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit_id, **fields
+        execution_id=execution_id,
+        warehouse_id=warehouse_id,
+        computing_unit_id=unit.subject,
+        **fields,
     )
-    through = client.through(unit_id)
-    return through.call(through.ledger.BindExecution, request)
+    acting = unit.for_user(client)
+    return acting.call(acting.ledger.BindExecution, request)
+
+
+def listed(unit: RegistryClient, client: RegistryClient, **fields: Any) -> Any:
+    """The executions of client as the unit (or a service) lists them for client."""
+    acting = unit.for_user(client)
+    return acting.call(acting.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest(**fields))
 
 
 def report(unit: RegistryClient, execution_id: str, state: Any = 0, **fields: Any) -> Any:
@@ -79,7 +94,7 @@ def test_bind_records_the_execution_and_answers_how_to_reach_the_catalog(
         alice,
         execution_id,
         warehouse_id,
-        unit.subject,
+        unit,
         workflow_id="wf-7",
         workflow_fingerprint="abc",
     )
@@ -91,7 +106,7 @@ def test_bind_records_the_execution_and_answers_how_to_reach_the_catalog(
     assert bound.binding.backend == rs.CATALOG_BACKEND_REST
     assert bound.binding.credential_version == 1
 
-    replay = bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="abc")
+    replay = bind(alice, execution_id, warehouse_id, unit, workflow_fingerprint="abc")
     assert not replay.created
     assert replay.execution == bound.execution
 
@@ -100,11 +115,11 @@ def test_bind_refuses_a_taken_id_another_warehouse_or_workflow(
     stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="one")
+    bind(alice, execution_id, warehouse_id, unit, workflow_fingerprint="one")
     other_warehouse = create_warehouse(alice, stack.provision_bucket("other")).warehouse_id
     for attempt in (
-        lambda: bind(alice, execution_id, other_warehouse, unit.subject),
-        lambda: bind(alice, execution_id, warehouse_id, unit.subject, workflow_fingerprint="two"),
+        lambda: bind(alice, execution_id, other_warehouse, unit),
+        lambda: bind(alice, execution_id, warehouse_id, unit, workflow_fingerprint="two"),
     ):
         assert refused(attempt).code() == grpc.StatusCode.ALREADY_EXISTS
 
@@ -113,8 +128,8 @@ def test_bind_with_a_request_id_returns_the_first_execution(
     alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     request_id = str(uuid.uuid4())
-    first = bind(alice, new_id(), warehouse_id, unit.subject, request_id=request_id)
-    retry = bind(alice, new_id(), warehouse_id, unit.subject, request_id=request_id)
+    first = bind(alice, new_id(), warehouse_id, unit, request_id=request_id)
+    retry = bind(alice, new_id(), warehouse_id, unit, request_id=request_id)
     assert retry.execution.execution_id == first.execution.execution_id
     assert not retry.created
 
@@ -125,14 +140,15 @@ def test_bind_needs_an_active_warehouse_and_a_live_unit(
     alice.call(
         alice.warehouses.ArchiveWarehouse, ws.ArchiveWarehouseRequest(warehouse_id=warehouse_id)
     )
-    archived = refused(lambda: bind(alice, new_id(), warehouse_id, unit.subject))
+    archived = refused(lambda: bind(alice, new_id(), warehouse_id, unit))
     assert archived.code() == grpc.StatusCode.FAILED_PRECONDITION
     alice.call(
         alice.warehouses.RestoreWarehouse, ws.RestoreWarehouseRequest(warehouse_id=warehouse_id)
     )
-    unknown_unit = refused(lambda: bind(alice, new_id(), warehouse_id, "cu-never-registered"))
-    assert unknown_unit.code() == grpc.StatusCode.FAILED_PRECONDITION
-    missing = refused(lambda: bind(alice, new_id(), str(uuid.uuid4()), unit.subject))
+    stranger = computing_unit(stack, "cu-never-recorded")
+    unknown_unit = refused(lambda: bind(alice, new_id(), warehouse_id, stranger))
+    assert unknown_unit.code() == grpc.StatusCode.NOT_FOUND
+    missing = refused(lambda: bind(alice, new_id(), str(uuid.uuid4()), unit))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -140,7 +156,7 @@ def test_state_machine_progress_and_outputs(
     alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     running = report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
     assert running.HasField("start_time")
     progress = EX.ExecutionProgress(stages_total=3, stages_completed=1, rows_written=1000)
@@ -180,7 +196,7 @@ def test_transitions_that_skip_a_step_or_lack_a_reason_are_refused(
     alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     skipped = refused(lambda: report(unit, execution_id, EX.EXECUTION_STATE_SUCCEEDED))
     assert skipped.code() == grpc.StatusCode.FAILED_PRECONDITION
     no_reason = refused(lambda: report(unit, execution_id, EX.EXECUTION_STATE_FAILED))
@@ -199,7 +215,7 @@ def test_only_the_executions_unit_may_report(
     stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     other = computing_unit(stack, register_unit(stack))
     impostor = refused(lambda: report(other, execution_id, EX.EXECUTION_STATE_RUNNING))
     assert impostor.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -217,7 +233,7 @@ def test_archived_results_resolve_deleted_ones_do_not(
 ) -> None:
     warehouse_id = create_warehouse(alice, stack.provision_bucket("life")).warehouse_id
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     running = refused(
         lambda: alice.call(
             alice.warehouses.DeleteWarehouse, ws.DeleteWarehouseRequest(warehouse_id=warehouse_id)
@@ -258,40 +274,32 @@ def test_list_execution_records_pages_newest_first_with_filters(
 ) -> None:
     ids = [new_id() for _ in range(5)]
     for execution_id in ids:
-        bind(alice, execution_id, warehouse_id, unit.subject)
+        bind(alice, execution_id, warehouse_id, unit)
     report(unit, ids[0], EX.EXECUTION_STATE_RUNNING)
     seen: list[str] = []
     token = ""
     while True:
-        page = alice.call(
-            alice.ledger.ListExecutionRecords,
-            rs.ListExecutionRecordsRequest(
-                page_size=2, page_token=token, warehouse_id=warehouse_id
-            ),
-        )
+        page = listed(unit, alice, page_size=2, page_token=token, warehouse_id=warehouse_id)
         seen += [e.execution_id for e in page.executions]
         if not (token := page.next_page_token):
             break
     assert seen == list(reversed(ids))
-    running = alice.call(
-        alice.ledger.ListExecutionRecords,
-        rs.ListExecutionRecordsRequest(states=[EX.EXECUTION_STATE_RUNNING]),
-    )
+    running = listed(unit, alice, states=[EX.EXECUTION_STATE_RUNNING])
     assert [e.execution_id for e in running.executions] == [ids[0]]
 
 
 def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
     stack: Stack, alice: RegistryClient, warehouse_id: str
 ) -> None:
-    unit = computing_unit(stack, register_unit(stack))
+    unit = computing_unit(stack, register_unit(stack, shared_with=(alice.subject,)))
     beat = unit.call(
         unit.ledger.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject, running_executions=1),
     )
-    assert beat.computing_unit.state == rs.COMPUTING_UNIT_STATE_HEALTHY
-    assert beat.computing_unit.running_executions == 1
+    assert beat.registration.state == rs.UNIT_REGISTRATION_STATE_HEALTHY
+    assert beat.registration.running_executions == 1
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
 
     # No more heartbeats: the test stack's lease is 6 s and the sweep runs every second.
@@ -314,29 +322,29 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
         )
     )
     assert late.code() == grpc.StatusCode.NOT_FOUND
-    gateway = gateway_account(stack)
-    healthy = gateway.call(
-        gateway.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
-    )
-    assert unit.subject not in [u.computing_unit_id for u in healthy.computing_units]
+    assert unit.subject not in healthy_units(stack)
     register_unit(stack, unit.subject)
-    gateway = gateway_account(stack)
-    healthy = gateway.call(
-        gateway.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(healthy_only=True)
-    )
-    assert unit.subject in [u.computing_unit_id for u in healthy.computing_units]
+    assert unit.subject in healthy_units(stack)
 
 
 def test_a_restarted_unit_fails_what_it_ran_before(
     stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
-    bind(alice, execution_id, warehouse_id, unit.subject)
+    bind(alice, execution_id, warehouse_id, unit)
     register_unit(stack, unit.subject)
     state = alice.call(
         alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
     )
     assert state.execution.error.reason == "COMPUTING_UNIT_RESTARTED"
+
+
+def healthy_units(stack: Stack) -> list[str]:
+    gateway = gateway_account(stack)
+    listed = gateway.call(
+        gateway.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest(healthy_only=True)
+    )
+    return [u.computing_unit_id for u in listed.registrations]
 
 
 def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
@@ -346,15 +354,7 @@ def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
         client.ledger.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=busy, running_executions=2),
     )
-    listed = [
-        u.computing_unit_id
-        for u in gateway_account(stack)
-        .call(
-            gateway_account(stack).ledger.ListComputingUnits,
-            rs.ListComputingUnitsRequest(healthy_only=True),
-        )
-        .computing_units
-    ]
+    listed = healthy_units(stack)
     assert listed.index(idle) < listed.index(busy)
 
 
@@ -382,17 +382,19 @@ def test_registration_names_bad_fields(stack: Stack, request_: Any, fields: set[
     assert bad_fields(error) == fields
 
 
-LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any], set[str]]] = [
+LEDGER_BAD_INPUT: list[
+    tuple[str, Callable[[RegistryClient, RegistryClient, RegistryClient], Any], set[str]]
+] = [
     (
         "BindExecution",
-        lambda user_, unit_: user_.through(unit_.subject).call(
-            user_.ledger.BindExecution, rs.BindExecutionRequest(execution_id="bad id")
+        lambda user_, unit_, service_: unit_.for_user(user_).call(
+            unit_.ledger.BindExecution, rs.BindExecutionRequest(execution_id="bad id")
         ),
         {"execution_id", "warehouse_id", "computing_unit_id"},
     ),
     (
         "UpdateExecutionState",
-        lambda user_, unit_: unit_.call(
+        lambda user_, unit_, service_: unit_.call(
             unit_.ledger.UpdateExecutionState,
             rs.UpdateExecutionStateRequest(
                 execution_id="",
@@ -404,29 +406,29 @@ LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any
     ),
     (
         "ResolveExecution",
-        lambda user_, unit_: user_.call(
+        lambda user_, unit_, service_: user_.call(
             user_.ledger.ResolveExecution, rs.ResolveExecutionRequest()
         ),
         {"execution_id"},
     ),
     (
         "ResolveWarehouse",
-        lambda user_, unit_: user_.call(
+        lambda user_, unit_, service_: user_.call(
             user_.ledger.ResolveWarehouse, rs.ResolveWarehouseRequest(warehouse_id="w")
         ),
         {"warehouse_id"},
     ),
     (
         "ListExecutionRecords",
-        lambda user_, unit_: user_.call(
-            user_.ledger.ListExecutionRecords,
+        lambda user_, unit_, service_: unit_.for_user(user_).call(
+            unit_.ledger.ListExecutionRecords,
             rs.ListExecutionRecordsRequest(page_size=-5, warehouse_id="w"),
         ),
         {"page_size"},
     ),
     (
         "HeartbeatComputingUnit",
-        lambda user_, unit_: unit_.call(
+        lambda user_, unit_, service_: unit_.call(
             unit_.ledger.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(
                 computing_unit_id=unit_.subject, running_executions=-1
@@ -435,9 +437,10 @@ LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any
         {"running_executions"},
     ),
     (
-        "ListComputingUnits",
-        lambda user_, unit_: gateway_account(unit_.stack).call(
-            unit_.ledger.ListComputingUnits, rs.ListComputingUnitsRequest(page_token="forged")
+        "ListUnitRegistrations",
+        lambda user_, unit_, service_: service_.call(
+            service_.ledger.ListUnitRegistrations,
+            rs.ListUnitRegistrationsRequest(page_token="forged"),
         ),
         {"page_token"},
     ),
@@ -448,12 +451,78 @@ LEDGER_BAD_INPUT: list[tuple[str, Callable[[RegistryClient, RegistryClient], Any
     ("method", "call", "fields"), LEDGER_BAD_INPUT, ids=[m for m, _, _ in LEDGER_BAD_INPUT]
 )
 def test_ledger_methods_name_bad_fields(
+    stack: Stack,
     alice: RegistryClient,
     unit: RegistryClient,
     method: str,
     call: Callable[..., Any],
     fields: set[str],
 ) -> None:
-    error = refused(lambda: call(alice, unit))
+    error = refused(lambda: call(alice, unit, gateway_account(stack)))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == fields
+
+
+def test_internal_methods_refuse_users_tokens(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    """A user cannot bind (and so leave ghost bindings that block its warehouse's deletion),
+    report, register, heartbeat or list registrations or records with its own token."""
+    calls = [
+        lambda: alice.call(
+            alice.ledger.BindExecution,
+            rs.BindExecutionRequest(
+                execution_id=new_id(), warehouse_id=warehouse_id, computing_unit_id=unit.subject
+            ),
+        ),
+        lambda: alice.call(
+            alice.ledger.UpdateExecutionState,
+            rs.UpdateExecutionStateRequest(
+                execution_id=new_id(),
+                computing_unit_id=unit.subject,
+                state=EX.EXECUTION_STATE_RUNNING,
+            ),
+        ),
+        lambda: alice.call(
+            alice.ledger.RegisterComputingUnit,
+            rs.RegisterComputingUnitRequest(
+                computing_unit_id=alice.subject, endpoint="127.0.0.1:1", capacity=1
+            ),
+        ),
+        lambda: alice.call(
+            alice.ledger.HeartbeatComputingUnit,
+            rs.HeartbeatComputingUnitRequest(computing_unit_id=alice.subject),
+        ),
+        lambda: alice.call(alice.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
+        lambda: alice.call(alice.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest()),
+        # A unit may not list registrations either: it acts only for itself.
+        lambda: unit.call(unit.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
+    ]
+    for call in calls:
+        assert refused(call).code() == grpc.StatusCode.PERMISSION_DENIED
+    alice.call(
+        alice.warehouses.DeleteWarehouse, ws.DeleteWarehouseRequest(warehouse_id=warehouse_id)
+    )
+
+
+def test_a_unit_binds_only_for_itself_and_for_users_allowed_on_it(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    mallory = user(stack, f"mallory-{uuid.uuid4().hex[:6]}")
+    # Not shared with mallory: as if the unit did not exist.
+    assert refused(lambda: bind(mallory, new_id(), warehouse_id, unit)).code() == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    # Shared with alice, but the unit names another unit in the request.
+    other = register_unit(stack, shared_with=(alice.subject,))
+    request = rs.BindExecutionRequest(
+        execution_id=new_id(), warehouse_id=warehouse_id, computing_unit_id=other
+    )
+    acting = unit.for_user(alice)
+    assert refused(lambda: acting.call(acting.ledger.BindExecution, request)).code() == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    # Without the user it acts for, a unit cannot bind at all.
+    assert refused(lambda: unit.call(unit.ledger.BindExecution, request)).code() == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )

@@ -16,12 +16,14 @@ import grpc
 import pytest
 
 from cu_service.spark import closed_to_workers
-from embedded_stack.stack import Stack
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack, UnitHandle
 from lake_client.executions import state_name
 from service_runtime.health_probe import probe
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import (
+    SHARED_UNIT_OWNER,
     bucket_keys,
     filtered_numbers,
     new_user,
@@ -34,12 +36,10 @@ from texera.lake.v1 import execution_pb2, registry_service_pb2
 
 pytestmark = pytest.mark.integration
 EX = execution_pb2
-UNIT = "cu-limited"
 RUN_SECONDS = 90
 WORKER_MEMORY = 1024**3
 OPEN_FILES = 256
 LIMITED_ENV = {
-    "TEXERA_LAKE_CU_ID": UNIT,
     "TEXERA_LAKE_CU_CAPACITY": "4",
     "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY": "1g",
     "TEXERA_LAKE_CU_MAX_OPERATORS": "6",
@@ -57,10 +57,18 @@ LIMITED_ENV = {
 
 
 @pytest.fixture(scope="module")
-def limited(stack: Stack) -> str:
-    """A second computing unit with small limits; the name of its part."""
-    stack.start_part(UNIT, "cu_service", LIMITED_ENV)
-    return UNIT
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack of its own whose registry launches computing units with small limits."""
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("limited")))
+    with Stack(
+        settings, ephemeral_ports=True, service_env={**TEST_STACK_ENV, **LIMITED_ENV}
+    ) as running:
+        yield running
+
+
+def _unit(stack: Stack) -> UnitHandle:
+    """The tests' shared unit of stack (see new_user)."""
+    return stack.unit_for(SHARED_UNIT_OWNER)
 
 
 def _materialized(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -90,7 +98,7 @@ def test_two_billion_partitions_are_refused_by_the_default_limits(stack: Stack) 
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {"workflow.operators[0].range_source.partitions"}
     assert "TEXERA_LAKE_CU_MAX_SOURCE_PARTITIONS" in (error.details() or "")
-    assert probe(stack.target("cu-service")) == "SERVING"
+    assert probe(_unit(stack).target) == "SERVING"
 
 
 OVER_LIMITS = [
@@ -191,14 +199,14 @@ OVER_LIMITS = [
     ids=[case[0] for case in OVER_LIMITS],
 )
 def test_a_workflow_over_a_limit_is_refused_naming_the_field_and_the_setting(
-    stack: Stack, limited: str, operators: list[dict[str, Any]], field: str, setting: str
+    limited: Stack, operators: list[dict[str, Any]], field: str, setting: str
 ) -> None:
-    client, warehouse_id, _ = new_user(stack, "oversized", limited)
+    client, warehouse_id, _ = new_user(limited, "oversized")
     error = refused(lambda: client.submit(warehouse_id, workflow(_materialized(operators))))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {field}
     assert setting in (error.details() or "")
-    assert probe(stack.target(limited)) == "SERVING"
+    assert probe(_unit(limited).target) == "SERVING"
 
 
 @dataclass
@@ -207,7 +215,7 @@ class LeaseWatch:
     them, its registration state, and its health."""
 
     stack: Stack
-    part: str
+    unit: UnitHandle
     heartbeats: list[datetime] = field(default_factory=list)
     states: set[str] = field(default_factory=set)
     health: set[str] = field(default_factory=set)
@@ -215,15 +223,15 @@ class LeaseWatch:
 
     def _follow(self) -> None:
         registry = gateway_account(self.stack)
-        request = registry_service_pb2.ListComputingUnitsRequest()
+        request = registry_service_pb2.ListUnitRegistrationsRequest()
         while not self._stop.wait(0.5):
-            units = registry.call(registry.ledger.ListComputingUnits, request).computing_units
-            [unit] = [u for u in units if u.computing_unit_id == self.part]
-            self.states.add(registry_service_pb2.ComputingUnitState.Name(unit.state))
+            units = registry.call(registry.ledger.ListUnitRegistrations, request).registrations
+            [unit] = [u for u in units if u.computing_unit_id == self.unit.unit_id]
+            self.states.add(registry_service_pb2.UnitRegistrationState.Name(unit.state))
             beat = unit.last_heartbeat_time.ToDatetime()
             if not self.heartbeats or beat != self.heartbeats[-1]:
                 self.heartbeats.append(beat)
-            self.health.add(probe(self.stack.target(self.part), timeout=5))
+            self.health.add(probe(self.unit.target, timeout=5))
 
     @property
     def longest_gap(self) -> float:
@@ -241,8 +249,8 @@ class LeaseWatch:
 
 
 @pytest.fixture
-def watched(stack: Stack, limited: str) -> Iterator[LeaseWatch]:
-    yield from LeaseWatch(stack, limited).run()
+def watched(limited: Stack) -> Iterator[LeaseWatch]:
+    yield from LeaseWatch(limited, _unit(limited)).run()
 
 
 BUSY_LOOP = udf(
@@ -268,10 +276,10 @@ def _one_udf(operator_id: str, code: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_runaway_executions_fail_alone_at_their_limits_while_the_unit_keeps_serving(
-    stack: Stack, limited: str, watched: LeaseWatch
+    limited: Stack, watched: LeaseWatch
 ) -> None:
-    attacker, attacker_warehouse, attacker_grant = new_user(stack, "runaway", limited)
-    victim, victim_warehouse, _ = new_user(stack, "bystander", limited)
+    attacker, attacker_warehouse, attacker_grant = new_user(limited, "runaway")
+    victim, victim_warehouse, _ = new_user(limited, "bystander")
     runaways = {
         "busy": attacker.submit(
             attacker_warehouse, workflow(_materialized(_one_udf("busy", BUSY_LOOP)))
@@ -298,8 +306,8 @@ def test_runaway_executions_fail_alone_at_their_limits_while_the_unit_keeps_serv
     assert ended["hog"].error.operator_id == "hog"
     assert "TEXERA_LAKE_CU_WORKER_MEMORY_BYTES" in ended["hog"].error.message
     # Each had committed its first output before it ran away: every result is gone.
-    assert rest_catalog(stack, f"texera-{attacker_warehouse}").list_tables("results") == []
-    assert not [k for k in bucket_keys(stack, attacker_grant.bucket) if "/results/" in k]
+    assert rest_catalog(limited, f"texera-{attacker_warehouse}").list_tables("results") == []
+    assert not [k for k in bucket_keys(limited, attacker_grant.bucket) if "/results/" in k]
 
     assert watched.states == {"COMPUTING_UNIT_STATE_HEALTHY"}
     assert watched.health == {"SERVING"}
@@ -320,18 +328,18 @@ BLOWUP = [
 
 
 def test_a_query_too_big_for_the_jvm_fails_alone_and_the_jvm_lives_on(
-    stack: Stack, limited: str, watched: LeaseWatch
+    limited: Stack, watched: LeaseWatch
 ) -> None:
-    attacker, attacker_warehouse, attacker_grant = new_user(stack, "blowup", limited)
-    victim, victim_warehouse, _ = new_user(stack, "survivor", limited)
+    attacker, attacker_warehouse, attacker_grant = new_user(limited, "blowup")
+    victim, victim_warehouse, _ = new_user(limited, "survivor")
     blowup = attacker.submit(attacker_warehouse, workflow(BLOWUP))
     kept = victim.submit(victim_warehouse, filtered_numbers(30, 1, "true"))
     ended = attacker.finish(blowup.execution_id)
     assert state_name(ended) == "FAILED"
     assert ended.error.reason == "RESOURCE_LIMIT", ended.error
     assert "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY" in ended.error.message
-    assert rest_catalog(stack, f"texera-{attacker_warehouse}").list_tables("results") == []
-    assert not [k for k in bucket_keys(stack, attacker_grant.bucket) if "/results/" in k]
+    assert rest_catalog(limited, f"texera-{attacker_warehouse}").list_tables("results") == []
+    assert not [k for k in bucket_keys(limited, attacker_grant.bucket) if "/results/" in k]
     assert state_name(after := victim.finish(kept.execution_id)) == "SUCCEEDED", after.error
     assert watched.states == {"COMPUTING_UNIT_STATE_HEALTHY"}
     assert watched.health == {"SERVING"}
@@ -339,9 +347,9 @@ def test_a_query_too_big_for_the_jvm_fails_alone_and_the_jvm_lives_on(
 
 
 def test_an_execution_writing_too_much_is_stopped_and_leaves_no_result(
-    stack: Stack, limited: str
+    limited: Stack,
 ) -> None:
-    client, warehouse_id, grant = new_user(stack, "verbose", limited)
+    client, warehouse_id, grant = new_user(limited, "verbose")
     flow = workflow(
         [
             _numbers(end=10, partitions=1) | {"materialize": True},
@@ -360,11 +368,11 @@ def test_an_execution_writing_too_much_is_stopped_and_leaves_no_result(
     assert state_name(ended) == "FAILED"
     assert ended.error.reason == "RESOURCE_LIMIT"
     assert "TEXERA_LAKE_CU_MAX_RESULT_BYTES" in ended.error.message
-    assert rest_catalog(stack, f"texera-{warehouse_id}").list_tables("results") == []
-    assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k]
+    assert rest_catalog(limited, f"texera-{warehouse_id}").list_tables("results") == []
+    assert not [k for k in bucket_keys(limited, grant.bucket) if "/results/" in k]
 
 
-def test_user_code_runs_with_the_worker_limits(stack: Stack, limited: str, tmp_path: Any) -> None:
+def test_user_code_runs_with_the_worker_limits(limited: Stack, tmp_path: Any) -> None:
     secret = tmp_path / "root-only"
     secret.write_text("not for workers")
     secret.chmod(0o600)
@@ -384,7 +392,7 @@ def test_user_code_runs_with_the_worker_limits(stack: Stack, limited: str, tmp_p
         "        'readable': [readable],\n"
         "    })\n"
     )
-    client, warehouse_id, _ = new_user(stack, "sandboxed", limited)
+    client, warehouse_id, _ = new_user(limited, "sandboxed")
     flow = workflow(
         _materialized(
             [
@@ -408,7 +416,7 @@ def test_user_code_runs_with_the_worker_limits(stack: Stack, limited: str, tmp_p
     ended = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert state_name(ended) == "SUCCEEDED", ended.error
     [output] = ended.outputs
-    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    catalog = rest_catalog(limited, f"texera-{warehouse_id}")
     [seen] = catalog.load_table((output.namespace, output.table_name)).scan().to_arrow().to_pylist()
     assert seen["memory"] == WORKER_MEMORY
     assert seen["files"] == OPEN_FILES
@@ -420,15 +428,16 @@ def test_user_code_runs_with_the_worker_limits(stack: Stack, limited: str, tmp_p
 
 
 def test_a_unit_whose_lease_lapsed_stops_its_executions_and_registers_again(
-    stack: Stack, limited: str
+    limited: Stack,
 ) -> None:
     """The heartbeat thread's other duty: a lease that lapsed anyway (here the whole unit was
     stopped longer than the lease) is noticed at the next heartbeat."""
-    client, warehouse_id, _ = new_user(stack, "paused", limited)
+    client, warehouse_id, _ = new_user(limited, "paused")
     execution = client.submit(warehouse_id, slow_workflow())
     running = client.wait_for_state(execution.execution_id, EX.EXECUTION_STATE_RUNNING)
     assert state_name(running) == "RUNNING"
-    pid = stack.pid(limited)
+    unit = _unit(limited)
+    pid = unit.pid
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(float(TEST_STACK_ENV["TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS"]) + 4)
@@ -438,14 +447,15 @@ def test_a_unit_whose_lease_lapsed_stops_its_executions_and_registers_again(
     assert state_name(ended) in ("FAILED", "CANCELLED")
     assert ended.error.reason in ("COMPUTING_UNIT_LOST", "CANCELLED_BY_USER")
 
-    registry = gateway_account(stack)
+    registry = gateway_account(limited)
     deadline = time.monotonic() + 30
     while True:
         units = registry.call(
-            registry.ledger.ListComputingUnits, registry_service_pb2.ListComputingUnitsRequest()
-        ).computing_units
-        [unit] = [u for u in units if u.computing_unit_id == limited]
-        if unit.state == registry_service_pb2.COMPUTING_UNIT_STATE_HEALTHY:
+            registry.ledger.ListUnitRegistrations,
+            registry_service_pb2.ListUnitRegistrationsRequest(),
+        ).registrations
+        [registration] = [u for u in units if u.computing_unit_id == unit.unit_id]
+        if registration.state == registry_service_pb2.UNIT_REGISTRATION_STATE_HEALTHY:
             break
         assert time.monotonic() < deadline, "the unit did not register again"
         time.sleep(0.5)

@@ -9,33 +9,44 @@ import urllib.request
 import pytest
 
 from embedded_stack.stack import Stack
+from tests.integration.executions import SHARED_UNIT_OWNER
 from tests.integration.mesh import BIN, grpcurl
 
 pytestmark = pytest.mark.integration
 
 
-EXPECTED_SERVICES = {
+#: The stack's own services, and a computing unit the registry launched.
+STACK_SERVICES = {
     "gateway": {
         "texera.lake.v1.WarehouseService",
+        "texera.lake.v1.ComputingUnitService",
         "texera.lake.v1.ExecutionService",
         "texera.lake.v1.ResultService",
     },
-    "warehouse-service": {"texera.lake.v1.WarehouseService", "texera.lake.v1.RegistryService"},
-    "cu-service": {"texera.lake.v1.ExecutionService"},
+    "warehouse-service": {
+        "texera.lake.v1.WarehouseService",
+        "texera.lake.v1.ComputingUnitService",
+        "texera.lake.v1.RegistryService",
+    },
     "result-service": {"texera.lake.v1.ResultService"},
 }
+EXPECTED_SERVICES = {**STACK_SERVICES, "unit": {"texera.lake.v1.ExecutionService"}}
 COMMON_SERVICES = {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+
+
+def _target(stack: Stack, service: str) -> str:
+    return stack.unit_for(SHARED_UNIT_OWNER).target if service == "unit" else stack.target(service)
 
 
 @pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
 def test_reflection_lists_every_service(stack: Stack, service: str) -> None:
-    listed = set(grpcurl(stack.target(service), "list").stdout.split())
+    listed = set(grpcurl(_target(stack, service), "list").stdout.split())
     assert listed == EXPECTED_SERVICES[service] | COMMON_SERVICES
 
 
 @pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
 def test_health_check_answers_serving(stack: Stack, service: str) -> None:
-    answer = json.loads(grpcurl(stack.target(service), "grpc.health.v1.Health/Check").stdout)
+    answer = json.loads(grpcurl(_target(stack, service), "grpc.health.v1.Health/Check").stdout)
     assert answer == {"status": "SERVING"}
 
 
@@ -72,7 +83,7 @@ def test_cli_status_reports_every_service_serving(stack: Stack) -> None:
         text=True,
         check=True,
     )
-    assert status.stdout.count("SERVING") == 4
+    assert status.stdout.count("SERVING") == len(STACK_SERVICES)
 
 
 def test_every_service_exports_metrics(stack: Stack) -> None:
@@ -83,7 +94,7 @@ def test_every_service_exports_metrics(stack: Stack) -> None:
 
 def test_service_logs_are_json_lines_with_the_service_name(stack: Stack) -> None:
     grpcurl(stack.target("gateway"), "grpc.health.v1.Health/Check")
-    for name in EXPECTED_SERVICES:
+    for name in STACK_SERVICES:
         lines = (stack.log_dir / f"{name}.log").read_text().splitlines()
         entries = [json.loads(line) for line in lines if line.startswith("{")]
         assert entries

@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|KEY|TOKEN", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 ONE_SHOT = {"lake-secrets", "minio-setup", "lakekeeper-migrate", "lakekeeper-bootstrap"}
-OUR_SERVICES = {"warehouse-service", "result-service", "cu-service", "gateway"}
+OUR_SERVICES = {"warehouse-service", "result-service", "gateway"}
 
 
 def _dotenv() -> dict[str, str]:
@@ -121,7 +121,8 @@ def test_service_settings_in_the_compose_file_are_documented(services: dict[str,
     readme = (ROOT / "README.md").read_text()
     for name, key, _ in _environment_items(services):
         if key.startswith("TEXERA_LAKE_"):
-            documented = f"`{key}`" in readme or f"`{key.removesuffix('_FILE')}`" in readme
+            names = {key, key.removesuffix("_FILE"), f"{key}_FILE"}
+            documented = any(f"`{name}`" in readme for name in names)
             assert documented, f"{name}.{key} is not a documented setting"
 
 

@@ -16,7 +16,7 @@ from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.limits import WorkflowLimits, check_limits, nesting_depth, plan_problem
 from service_runtime.errors import ServiceError
-from service_runtime.system_users import system_user
+from service_runtime.processes import ensure_system_user
 from texera.lake.v1 import workflow_pb2
 
 SETTINGS = ComputingUnitSettings(
@@ -221,7 +221,7 @@ def test_the_confinement_sets_the_workers_limits(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can switch users")
 def test_a_confined_worker_of_a_root_unit_runs_as_its_own_user(tmp_path: Path) -> None:
-    entry = system_user(SETTINGS.worker_user)
+    entry = ensure_system_user(SETTINGS.worker_user)
     secret = tmp_path / "root-only"
     secret.write_text("not for workers")
     secret.chmod(0o600)

@@ -42,8 +42,10 @@ class SubmitExecutionRequest(_message.Message):
     active.
     """
     computing_unit_id: _builtins.str
-    """Computing unit to run on. Optional; empty means the least-loaded healthy
-    unit.
+    """Computing unit to run on: one the caller owns or that was shared with
+    it (any other answers NOT_FOUND). Optional; empty means the caller's
+    default unit, created on first use. A stopped unit is started again and
+    the submission waits for it within its deadline.
     """
     request_id: _builtins.str
     """Client-chosen UUID that makes retries safe: a repeated request with the

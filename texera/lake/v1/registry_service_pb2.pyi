@@ -51,29 +51,33 @@ each computing unit and reader.
 """
 Global___CatalogBackend: _TypeAlias = CatalogBackend  # noqa: Y015
 
-class _ComputingUnitState:
+class _UnitRegistrationState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ComputingUnitStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ComputingUnitState.ValueType], _builtins.type):
+class _UnitRegistrationStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UnitRegistrationState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
-    COMPUTING_UNIT_STATE_UNSPECIFIED: _ComputingUnitState.ValueType  # 0
+    UNIT_REGISTRATION_STATE_UNSPECIFIED: _UnitRegistrationState.ValueType  # 0
     """Not set."""
-    COMPUTING_UNIT_STATE_HEALTHY: _ComputingUnitState.ValueType  # 1
+    UNIT_REGISTRATION_STATE_HEALTHY: _UnitRegistrationState.ValueType  # 1
     """Its lease is current."""
-    COMPUTING_UNIT_STATE_LOST: _ComputingUnitState.ValueType  # 2
-    """Its lease lapsed; its unfinished executions were failed."""
+    UNIT_REGISTRATION_STATE_LOST: _UnitRegistrationState.ValueType  # 2
+    """Its lease lapsed or the unit was stopped; its unfinished executions
+    were failed.
+    """
 
-class ComputingUnitState(_ComputingUnitState, metaclass=_ComputingUnitStateEnumTypeWrapper):
+class UnitRegistrationState(_UnitRegistrationState, metaclass=_UnitRegistrationStateEnumTypeWrapper):
     """Health of a computing unit's registration."""
 
-COMPUTING_UNIT_STATE_UNSPECIFIED: ComputingUnitState.ValueType  # 0
+UNIT_REGISTRATION_STATE_UNSPECIFIED: UnitRegistrationState.ValueType  # 0
 """Not set."""
-COMPUTING_UNIT_STATE_HEALTHY: ComputingUnitState.ValueType  # 1
+UNIT_REGISTRATION_STATE_HEALTHY: UnitRegistrationState.ValueType  # 1
 """Its lease is current."""
-COMPUTING_UNIT_STATE_LOST: ComputingUnitState.ValueType  # 2
-"""Its lease lapsed; its unfinished executions were failed."""
-Global___ComputingUnitState: _TypeAlias = ComputingUnitState  # noqa: Y015
+UNIT_REGISTRATION_STATE_LOST: UnitRegistrationState.ValueType  # 2
+"""Its lease lapsed or the unit was stopped; its unfinished executions
+were failed.
+"""
+Global___UnitRegistrationState: _TypeAlias = UnitRegistrationState  # noqa: Y015
 
 @_typing.final
 class CatalogBinding(_message.Message):
@@ -478,8 +482,8 @@ class ListExecutionRecordsResponse(_message.Message):
 Global___ListExecutionRecordsResponse: _TypeAlias = ListExecutionRecordsResponse  # noqa: Y015
 
 @_typing.final
-class ComputingUnit(_message.Message):
-    """A registered computing unit."""
+class UnitRegistration(_message.Message):
+    """The registration of a running computing unit."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -503,7 +507,7 @@ class ComputingUnit(_message.Message):
     """Executions running now, from its last heartbeat."""
     queued_executions: _builtins.int
     """Executions waiting now, from its last heartbeat."""
-    state: Global___ComputingUnitState.ValueType
+    state: Global___UnitRegistrationState.ValueType
     """Whether its lease is current."""
     @_builtins.property
     def last_heartbeat_time(self) -> _timestamp_pb2.Timestamp:
@@ -523,7 +527,7 @@ class ComputingUnit(_message.Message):
         queued_executions: _builtins.int = ...,
         last_heartbeat_time: _timestamp_pb2.Timestamp | None = ...,
         lease_expire_time: _timestamp_pb2.Timestamp | None = ...,
-        state: Global___ComputingUnitState.ValueType = ...,
+        state: Global___UnitRegistrationState.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_heartbeat_time", b"last_heartbeat_time", "lease_expire_time", b"lease_expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -531,7 +535,7 @@ class ComputingUnit(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ComputingUnit: _TypeAlias = ComputingUnit  # noqa: Y015
+Global___UnitRegistration: _TypeAlias = UnitRegistration  # noqa: Y015
 
 @_typing.final
 class RegisterComputingUnitRequest(_message.Message):
@@ -569,10 +573,10 @@ class RegisterComputingUnitResponse(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    COMPUTING_UNIT_FIELD_NUMBER: _builtins.int
+    REGISTRATION_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def computing_unit(self) -> Global___ComputingUnit:
+    def registration(self) -> Global___UnitRegistration:
         """The registration."""
 
     @_builtins.property
@@ -582,12 +586,12 @@ class RegisterComputingUnitResponse(_message.Message):
     def __init__(
         self,
         *,
-        computing_unit: Global___ComputingUnit | None = ...,
+        registration: Global___UnitRegistration | None = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["computing_unit", b"computing_unit", "heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit", b"computing_unit", "heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -629,27 +633,27 @@ class HeartbeatComputingUnitResponse(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    COMPUTING_UNIT_FIELD_NUMBER: _builtins.int
+    REGISTRATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def computing_unit(self) -> Global___ComputingUnit:
+    def registration(self) -> Global___UnitRegistration:
         """The registration with its renewed lease."""
 
     def __init__(
         self,
         *,
-        computing_unit: Global___ComputingUnit | None = ...,
+        registration: Global___UnitRegistration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["computing_unit", b"computing_unit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit", b"computing_unit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HeartbeatComputingUnitResponse: _TypeAlias = HeartbeatComputingUnitResponse  # noqa: Y015
 
 @_typing.final
-class ListComputingUnitsRequest(_message.Message):
-    """Request of RegistryService.ListComputingUnits."""
+class ListUnitRegistrationsRequest(_message.Message):
+    """Request of RegistryService.ListUnitRegistrations."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -679,32 +683,78 @@ class ListComputingUnitsRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListComputingUnitsRequest: _TypeAlias = ListComputingUnitsRequest  # noqa: Y015
+Global___ListUnitRegistrationsRequest: _TypeAlias = ListUnitRegistrationsRequest  # noqa: Y015
 
 @_typing.final
-class ListComputingUnitsResponse(_message.Message):
-    """Response of RegistryService.ListComputingUnits."""
+class ListUnitRegistrationsResponse(_message.Message):
+    """Response of RegistryService.ListUnitRegistrations."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    COMPUTING_UNITS_FIELD_NUMBER: _builtins.int
+    REGISTRATIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Token for the next page; empty on the last page."""
     @_builtins.property
-    def computing_units(self) -> _containers.RepeatedCompositeFieldContainer[Global___ComputingUnit]:
-        """One page of units, least loaded first."""
+    def registrations(self) -> _containers.RepeatedCompositeFieldContainer[Global___UnitRegistration]:
+        """One page of registrations, least loaded first."""
 
     def __init__(
         self,
         *,
-        computing_units: _abc.Iterable[Global___ComputingUnit] | None = ...,
+        registrations: _abc.Iterable[Global___UnitRegistration] | None = ...,
         next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_units", b"computing_units", "next_page_token", b"next_page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "registrations", b"registrations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListComputingUnitsResponse: _TypeAlias = ListComputingUnitsResponse  # noqa: Y015
+Global___ListUnitRegistrationsResponse: _TypeAlias = ListUnitRegistrationsResponse  # noqa: Y015
+
+@_typing.final
+class AcquireComputingUnitRequest(_message.Message):
+    """Request of RegistryService.AcquireComputingUnit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPUTING_UNIT_ID_FIELD_NUMBER: _builtins.int
+    computing_unit_id: _builtins.str
+    """The unit to submit to. Empty means the caller's default unit."""
+    def __init__(
+        self,
+        *,
+        computing_unit_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcquireComputingUnitRequest: _TypeAlias = AcquireComputingUnitRequest  # noqa: Y015
+
+@_typing.final
+class AcquireComputingUnitResponse(_message.Message):
+    """Response of RegistryService.AcquireComputingUnit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGISTRATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def registration(self) -> Global___UnitRegistration:
+        """The running unit's registration (its endpoint)."""
+
+    def __init__(
+        self,
+        *,
+        registration: Global___UnitRegistration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcquireComputingUnitResponse: _TypeAlias = AcquireComputingUnitResponse  # noqa: Y015

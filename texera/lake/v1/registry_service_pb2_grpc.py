@@ -73,10 +73,15 @@ class RegistryServiceStub:
                 request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
                 _registered_method=True)
-        self.ListComputingUnits = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/ListComputingUnits',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsResponse.FromString,
+        self.ListUnitRegistrations = channel.unary_unary(
+                '/texera.lake.v1.RegistryService/ListUnitRegistrations',
+                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+                _registered_method=True)
+        self.AcquireComputingUnit = channel.unary_unary(
+                '/texera.lake.v1.RegistryService/AcquireComputingUnit',
+                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
                 _registered_method=True)
 
 
@@ -88,8 +93,10 @@ class RegistryServiceServicer:
     """
 
     def BindExecution(self, request, context):
-        """Records that an execution writes into a warehouse. The user must own the
-        warehouse and it must be active. Idempotent on execution_id: binding an
+        """Internal. Records that an execution writes into a warehouse. Called by
+        the computing unit itself on behalf of the submitting user, who must be
+        allowed to use the unit (owner or shared with) and own the warehouse,
+        which must be active. Idempotent on execution_id: binding an
         id again to the same warehouse returns the existing record; to another
         warehouse it fails with ALREADY_EXISTS.
         """
@@ -98,7 +105,7 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateExecutionState(self, request, context):
-        """Moves an execution to a new state and records its progress and outputs.
+        """Internal. Moves an execution to a new state and records its progress and outputs.
         Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
         (QUEUED may also end directly); terminal states are final: reporting the
         same terminal state again is a no-op, any other change answers
@@ -123,14 +130,15 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListExecutionRecords(self, request, context):
-        """Lists the calling user's executions, newest first.
+        """Internal. Lists the executions of the user named in
+        `x-texera-on-behalf-of`, newest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RegisterComputingUnit(self, request, context):
-        """Registers a computing unit, or refreshes the registration of a
+        """Internal, for units only. Registers a computing unit, or refreshes the registration of a
         restarted one, and starts its lease.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -138,7 +146,7 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def HeartbeatComputingUnit(self, request, context):
-        """Renews a computing unit's lease. When a lease lapses, the unit's
+        """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
         unfinished executions are marked FAILED with reason
         `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
         and must register again.
@@ -147,8 +155,18 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ListComputingUnits(self, request, context):
-        """Lists registered computing units, for routing.
+    def ListUnitRegistrations(self, request, context):
+        """Lists the registrations of running computing units, for routing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcquireComputingUnit(self, request, context):
+        """Returns a running computing unit the calling user may submit to: the
+        named one (owned by or shared with the user; any other answers
+        NOT_FOUND), or the user's default unit, created on first use. A stopped
+        unit is started again and the call waits for it within its deadline.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -192,10 +210,15 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.FromString,
                     response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.SerializeToString,
             ),
-            'ListComputingUnits': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListComputingUnits,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsResponse.SerializeToString,
+            'ListUnitRegistrations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUnitRegistrations,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.SerializeToString,
+            ),
+            'AcquireComputingUnit': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireComputingUnit,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -402,7 +425,7 @@ class RegistryService:
             _registered_method=True)
 
     @staticmethod
-    def ListComputingUnits(request,
+    def ListUnitRegistrations(request,
             target,
             options=(),
             channel_credentials=None,
@@ -415,9 +438,36 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/ListComputingUnits',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListComputingUnitsResponse.FromString,
+            '/texera.lake.v1.RegistryService/ListUnitRegistrations',
+            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireComputingUnit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.RegistryService/AcquireComputingUnit',
+            texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,13 +38,15 @@ class RegistryServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RegistryServiceAsyncStub: ...
     BindExecution: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]
-    """Records that an execution writes into a warehouse. The user must own the
-    warehouse and it must be active. Idempotent on execution_id: binding an
+    """Internal. Records that an execution writes into a warehouse. Called by
+    the computing unit itself on behalf of the submitting user, who must be
+    allowed to use the unit (owner or shared with) and own the warehouse,
+    which must be active. Idempotent on execution_id: binding an
     id again to the same warehouse returns the existing record; to another
     warehouse it fails with ALREADY_EXISTS.
     """
     UpdateExecutionState: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]
-    """Moves an execution to a new state and records its progress and outputs.
+    """Internal. Moves an execution to a new state and records its progress and outputs.
     Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
     (QUEUED may also end directly); terminal states are final: reporting the
     same terminal state again is a no-op, any other change answers
@@ -55,19 +57,27 @@ class RegistryServiceStub:
     ResolveWarehouse: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveWarehouseRequest, _registry_service_pb2.ResolveWarehouseResponse]
     """Returns how to reach a warehouse's catalog."""
     ListExecutionRecords: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutionRecordsRequest, _registry_service_pb2.ListExecutionRecordsResponse]
-    """Lists the calling user's executions, newest first."""
+    """Internal. Lists the executions of the user named in
+    `x-texera-on-behalf-of`, newest first.
+    """
     RegisterComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]
-    """Registers a computing unit, or refreshes the registration of a
+    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
     restarted one, and starts its lease.
     """
     HeartbeatComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]
-    """Renews a computing unit's lease. When a lease lapses, the unit's
+    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
     unfinished executions are marked FAILED with reason
     `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
     and must register again.
     """
-    ListComputingUnits: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListComputingUnitsRequest, _registry_service_pb2.ListComputingUnitsResponse]
-    """Lists registered computing units, for routing."""
+    ListUnitRegistrations: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]
+    """Lists the registrations of running computing units, for routing."""
+    AcquireComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]
+    """Returns a running computing unit the calling user may submit to: the
+    named one (owned by or shared with the user; any other answers
+    NOT_FOUND), or the user's default unit, created on first use. A stopped
+    unit is started again and the call waits for it within its deadline.
+    """
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -79,13 +89,15 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     BindExecution: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]  # type: ignore[assignment]
-    """Records that an execution writes into a warehouse. The user must own the
-    warehouse and it must be active. Idempotent on execution_id: binding an
+    """Internal. Records that an execution writes into a warehouse. Called by
+    the computing unit itself on behalf of the submitting user, who must be
+    allowed to use the unit (owner or shared with) and own the warehouse,
+    which must be active. Idempotent on execution_id: binding an
     id again to the same warehouse returns the existing record; to another
     warehouse it fails with ALREADY_EXISTS.
     """
     UpdateExecutionState: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]  # type: ignore[assignment]
-    """Moves an execution to a new state and records its progress and outputs.
+    """Internal. Moves an execution to a new state and records its progress and outputs.
     Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
     (QUEUED may also end directly); terminal states are final: reporting the
     same terminal state again is a no-op, any other change answers
@@ -96,19 +108,27 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     ResolveWarehouse: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveWarehouseRequest, _registry_service_pb2.ResolveWarehouseResponse]  # type: ignore[assignment]
     """Returns how to reach a warehouse's catalog."""
     ListExecutionRecords: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutionRecordsRequest, _registry_service_pb2.ListExecutionRecordsResponse]  # type: ignore[assignment]
-    """Lists the calling user's executions, newest first."""
+    """Internal. Lists the executions of the user named in
+    `x-texera-on-behalf-of`, newest first.
+    """
     RegisterComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]  # type: ignore[assignment]
-    """Registers a computing unit, or refreshes the registration of a
+    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
     restarted one, and starts its lease.
     """
     HeartbeatComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]  # type: ignore[assignment]
-    """Renews a computing unit's lease. When a lease lapses, the unit's
+    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
     unfinished executions are marked FAILED with reason
     `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
     and must register again.
     """
-    ListComputingUnits: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListComputingUnitsRequest, _registry_service_pb2.ListComputingUnitsResponse]  # type: ignore[assignment]
-    """Lists registered computing units, for routing."""
+    ListUnitRegistrations: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]  # type: ignore[assignment]
+    """Lists the registrations of running computing units, for routing."""
+    AcquireComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]  # type: ignore[assignment]
+    """Returns a running computing unit the calling user may submit to: the
+    named one (owned by or shared with the user; any other answers
+    NOT_FOUND), or the user's default unit, created on first use. A stopped
+    unit is started again and the call waits for it within its deadline.
+    """
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The warehouse registry's internal API, for computing units, the result
@@ -123,8 +143,10 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.BindExecutionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.BindExecutionResponse, _abc.Awaitable[_registry_service_pb2.BindExecutionResponse]]:
-        """Records that an execution writes into a warehouse. The user must own the
-        warehouse and it must be active. Idempotent on execution_id: binding an
+        """Internal. Records that an execution writes into a warehouse. Called by
+        the computing unit itself on behalf of the submitting user, who must be
+        allowed to use the unit (owner or shared with) and own the warehouse,
+        which must be active. Idempotent on execution_id: binding an
         id again to the same warehouse returns the existing record; to another
         warehouse it fails with ALREADY_EXISTS.
         """
@@ -135,7 +157,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.UpdateExecutionStateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.UpdateExecutionStateResponse, _abc.Awaitable[_registry_service_pb2.UpdateExecutionStateResponse]]:
-        """Moves an execution to a new state and records its progress and outputs.
+        """Internal. Moves an execution to a new state and records its progress and outputs.
         Transitions follow QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
         (QUEUED may also end directly); terminal states are final: reporting the
         same terminal state again is a no-op, any other change answers
@@ -164,7 +186,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.ListExecutionRecordsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.ListExecutionRecordsResponse, _abc.Awaitable[_registry_service_pb2.ListExecutionRecordsResponse]]:
-        """Lists the calling user's executions, newest first."""
+        """Internal. Lists the executions of the user named in
+        `x-texera-on-behalf-of`, newest first.
+        """
 
     @_abc_1.abstractmethod
     def RegisterComputingUnit(
@@ -172,7 +196,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.RegisterComputingUnitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RegisterComputingUnitResponse, _abc.Awaitable[_registry_service_pb2.RegisterComputingUnitResponse]]:
-        """Registers a computing unit, or refreshes the registration of a
+        """Internal, for units only. Registers a computing unit, or refreshes the registration of a
         restarted one, and starts its lease.
         """
 
@@ -182,18 +206,30 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.HeartbeatComputingUnitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.HeartbeatComputingUnitResponse, _abc.Awaitable[_registry_service_pb2.HeartbeatComputingUnitResponse]]:
-        """Renews a computing unit's lease. When a lease lapses, the unit's
+        """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
         unfinished executions are marked FAILED with reason
         `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
         and must register again.
         """
 
     @_abc_1.abstractmethod
-    def ListComputingUnits(
+    def ListUnitRegistrations(
         self,
-        request: _registry_service_pb2.ListComputingUnitsRequest,
+        request: _registry_service_pb2.ListUnitRegistrationsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ListComputingUnitsResponse, _abc.Awaitable[_registry_service_pb2.ListComputingUnitsResponse]]:
-        """Lists registered computing units, for routing."""
+    ) -> _typing.Union[_registry_service_pb2.ListUnitRegistrationsResponse, _abc.Awaitable[_registry_service_pb2.ListUnitRegistrationsResponse]]:
+        """Lists the registrations of running computing units, for routing."""
+
+    @_abc_1.abstractmethod
+    def AcquireComputingUnit(
+        self,
+        request: _registry_service_pb2.AcquireComputingUnitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.AcquireComputingUnitResponse, _abc.Awaitable[_registry_service_pb2.AcquireComputingUnitResponse]]:
+        """Returns a running computing unit the calling user may submit to: the
+        named one (owned by or shared with the user; any other answers
+        NOT_FOUND), or the user's default unit, created on first use. A stopped
+        unit is started again and the call waits for it within its deadline.
+        """
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,4 @@
-"""Child processes that cannot outlive the stack.
+"""Child processes that cannot outlive their parent (the stack, or the registry for units).
 
 Each child runs in its own process group with its output in a log file. On
 Linux it also gets a parent-death signal, so that even a stack killed with
@@ -13,10 +13,12 @@ import ctypes
 import os
 import pwd
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,40 @@ def _die_with_parent(signum: int) -> Callable[[], None]:
             _PRCTL(_PR_SET_PDEATHSIG, signum)
 
     return set_parent_death_signal
+
+
+def free_port(host: str) -> int:
+    """A port on host that nothing listens on now."""
+    with socket.socket() as probe_socket:
+        probe_socket.bind((host, 0))
+        return int(probe_socket.getsockname()[1])
+
+
+def ensure_system_user(name: str) -> pwd.struct_passwd:
+    """The unprivileged system user name (no login, no home of its own), created on first
+    use; needs root."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    created = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=False,
+        capture_output=True,
+    )
+    # 9: another process created the same user at the same time.
+    if created.returncode not in (0, 9):
+        raise ProcessFailed(f"cannot create system user {name}: {created.stderr.decode()[:300]}")
+    return pwd.getpwnam(name)
+
+
+def let_others_traverse(folders: Iterable[Path]) -> None:
+    """Lets every user pass through folders (execute bit only: they may list nothing), so that
+    a process of another user reaches what lies below."""
+    for folder in folders:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
 
 
 def run_as(user: str | None) -> dict[str, Any]:
@@ -81,6 +117,11 @@ class ManagedProcess:
     @property
     def pid(self) -> int:
         return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the child has exited (negative: the signal that ended it)."""
+        return self._popen.poll()
 
     def running(self) -> bool:
         return self._popen.poll() is None

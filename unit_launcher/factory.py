@@ -1,0 +1,23 @@
+"""The launcher a deployment uses, chosen by name (TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from unit_launcher.base import Launcher
+from unit_launcher.process import ProcessLauncher
+
+LAUNCHERS = ("process", "kubernetes")
+
+
+def launcher_named(name: str, *, root: Path, host: str, advertised_host: str = "") -> Launcher:
+    """``process``: local process trees with their folders under root; ``kubernetes``: a Pod
+    per unit, configured by its own settings (imported only when chosen)."""
+    if name == "process":
+        return ProcessLauncher(root, host=host, advertised_host=advertised_host)
+    if name == "kubernetes":
+        kubernetes = importlib.import_module("unit_launcher.kubernetes")
+        launcher: Launcher = kubernetes.KubernetesLauncher.from_env()
+        return launcher
+    raise ValueError(f"unknown unit launcher {name!r}: expected one of {', '.join(LAUNCHERS)}")
