@@ -252,7 +252,7 @@ def test_a_crashed_unit_fails_its_execution_and_the_next_submission_starts_it_ag
             cus.CreateComputingUnitRequest(
                 computing_unit=cus.ComputingUnit(display_name="crashy", cores=1, memory_mib=1024)
             ),
-            metadata=direct.metadata,
+            metadata=unit.metadata,
             timeout=60,
         )
         .computing_unit
@@ -281,7 +281,7 @@ def test_a_crashed_unit_fails_its_execution_and_the_next_submission_starts_it_ag
     assert state_name(unit.finish(after.execution_id)) == "SUCCEEDED"
     units_of(stack).DeleteComputingUnit(
         cus.DeleteComputingUnitRequest(computing_unit_id=own.computing_unit_id),
-        metadata=direct.metadata,
+        metadata=unit.metadata,
         timeout=120,
     )
 
