@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 
 from unit_launcher.base import Launcher
+from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.process import ProcessLauncher
 
 LAUNCHERS = ("process", "kubernetes")
@@ -18,6 +19,7 @@ def launcher_named(name: str, *, root: Path, host: str, advertised_host: str = "
         return ProcessLauncher(root, host=host, advertised_host=advertised_host)
     if name == "kubernetes":
         kubernetes = importlib.import_module("unit_launcher.kubernetes")
-        launcher: Launcher = kubernetes.KubernetesLauncher.from_env()
+        settings = KubernetesLauncherSettings.from_env()
+        launcher: Launcher = kubernetes.KubernetesLauncher.from_settings(settings)
         return launcher
     raise ValueError(f"unknown unit launcher {name!r}: expected one of {', '.join(LAUNCHERS)}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from unit_launcher.base import UnitSpec
+from unit_launcher.factory import launcher_named
 from unit_launcher.process import ProcessLauncher
 from warehouse_service.unit_supervisor import unit_settings
 
@@ -60,3 +61,18 @@ def test_a_unit_gets_its_secrets_as_files_and_a_clean_environment(
     allowed = {"PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ", "HOME", "TMPDIR", "SPARK_LOCAL_DIRS"}
     allowed |= {"PYTHONPATH", "PYTHONUNBUFFERED", "TEXERA_LAKE_HOST"}
     assert {n for n in environment if not n.startswith("TEXERA_LAKE_CU_")} <= allowed
+
+
+def test_the_kubernetes_launcher_is_built_from_its_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    monkeypatch.setenv("TEXERA_LAKE_WAREHOUSE_K8S_KUBECONFIG", str(kubeconfig))
+    launcher = launcher_named("kubernetes", root=tmp_path, host="127.0.0.1")
+    assert type(launcher).__name__ == "KubernetesLauncher"
