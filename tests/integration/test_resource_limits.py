@@ -309,7 +309,7 @@ def test_runaway_executions_fail_alone_at_their_limits_while_the_unit_keeps_serv
     assert rest_catalog(limited, f"texera-{attacker_warehouse}").list_tables("results") == []
     assert not [k for k in bucket_keys(limited, attacker_grant.bucket) if "/results/" in k]
 
-    assert watched.states == {"COMPUTING_UNIT_STATE_HEALTHY"}
+    assert watched.states == {"UNIT_REGISTRATION_STATE_HEALTHY"}
     assert watched.health == {"SERVING"}
     # Heartbeats every second (the test stack's setting); the lease lapses after six.
     assert len(watched.heartbeats) > RUN_SECONDS / 2
@@ -341,7 +341,7 @@ def test_a_query_too_big_for_the_jvm_fails_alone_and_the_jvm_lives_on(
     assert rest_catalog(limited, f"texera-{attacker_warehouse}").list_tables("results") == []
     assert not [k for k in bucket_keys(limited, attacker_grant.bucket) if "/results/" in k]
     assert state_name(after := victim.finish(kept.execution_id)) == "SUCCEEDED", after.error
-    assert watched.states == {"COMPUTING_UNIT_STATE_HEALTHY"}
+    assert watched.states == {"UNIT_REGISTRATION_STATE_HEALTHY"}
     assert watched.health == {"SERVING"}
     assert watched.longest_gap < 3.0
 
