@@ -214,7 +214,7 @@ def test_a_readers_binding_is_read_only(
     stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
 ) -> None:
     (alice, alices), _ = alice_and_bob
-    unit = register_unit(stack)
+    unit = register_unit(stack, shared_with=(alice.subject,))
     execution_id = f"auth-{uuid.uuid4().hex[:8]}"
     through = alice.through(unit)
     through.call(
