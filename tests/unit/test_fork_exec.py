@@ -36,7 +36,7 @@ print("forked")
 _HANDLERS_RAN = "fork() handlers"
 
 
-def _fork_during_a_call(package: str) -> subprocess.CompletedProcess[str]:
+def _fork_during_a_call(package: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
     environment.update(GRPC_TRACE="fork", GRPC_VERBOSITY="debug")
     return subprocess.run(
@@ -46,7 +46,7 @@ def _fork_during_a_call(package: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
+        check=check,
     )
 
 
@@ -58,6 +58,7 @@ def test_packages_that_start_programs_fork_without_grpcs_handlers(package: str) 
 
 
 def test_the_handlers_are_seen_in_a_process_that_keeps_grpcs_default() -> None:
-    run = _fork_during_a_call("json")
-    assert "forked" in run.stdout
+    # With the handlers on, the fork itself may fail on a busy machine (the hazard this module
+    # guards against), so only the trace of the handlers is asserted here.
+    run = _fork_during_a_call("json", check=False)
     assert _HANDLERS_RAN in run.stderr
