@@ -211,7 +211,7 @@ def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack:
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
                 "python_udf": udf(
-                    "import time\ndef process(batches):\n    time.sleep(0.5)\n    yield from batches\n",
+                    "import time\ndef process(batches):\n    time.sleep(2.0)\n    yield from batches\n",
                     [("id", "bigint")],
                 ),
                 "materialize": True,
