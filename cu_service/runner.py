@@ -236,7 +236,9 @@ class ExecutionRun:
             return exc
         if failure is not None:
             return self.limits.found_in(str(exc), failure.operator_id, failure.error)
-        return self.limits.found_in(str(exc))
+        # A worker ended from outside (its memory limit) leaves no Python error naming its
+        # operator: the output being written when it died is the one it computed.
+        return self.limits.found_in(str(exc), self.writing)
 
     def _drop_results(self) -> None:
         """Drops every result table this run created, and files left under their data folders."""
