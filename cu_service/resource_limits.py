@@ -10,6 +10,7 @@ OutOfMemoryError fails that task, not the JVM; see cu_service.spark).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cu_service.settings import ComputingUnitSettings
@@ -20,6 +21,8 @@ RESULT_BYTES_MARKER = "[texera-result-bytes-limit]"
 _JVM_MEMORY = ("java.lang.OutOfMemoryError", "SparkOutOfMemoryError")
 _SPARK_SIZE = ("COLLECTION_SIZE_LIMIT_EXCEEDED",)
 _WORKER_CRASHED = "Python worker exited unexpectedly"
+#: Python's own MemoryError raised in a worker outside a user's function (not the JVM's).
+_PYTHON_MEMORY = re.compile(r"\bMemoryError\b")
 
 
 class ResourceLimitExceeded(Exception):
@@ -89,8 +92,8 @@ class RunLimits:
             return ResourceLimitExceeded(
                 "a task tried to build an array over Spark's array size limit"
             )
-        if _WORKER_CRASHED in text:
+        if _WORKER_CRASHED in text or _PYTHON_MEMORY.search(text):
             return self._worker_memory(
-                operator_id, "the worker was ended, most likely at its memory limit"
+                operator_id, "the worker ran out of memory or was ended at its memory limit"
             )
         return None

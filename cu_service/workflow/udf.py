@@ -132,6 +132,9 @@ def run_udf(
                 for batch in namespace[function_name](batches):
                     yield conform(batch, output)
         except (Exception, SystemExit) as exc:
+            # Free what the user's frames hold first: after a MemoryError the report
+            # itself would otherwise find no memory left.
+            traceback.clear_frames(exc.__traceback__)
             tail = "\n".join(printed.getvalue().splitlines()[-50:])
             raise OperatorFailure(
                 operator_id,

@@ -177,6 +177,14 @@ def test_failures_name_the_limit_they_went_over() -> None:
     assert "TEXERA_LAKE_CU_MAX_RESULT_BYTES" in str(written)
     assert "TEXERA_LAKE_CU_MAX_RUN_SECONDS" in limits.run_time_exceeded()
     assert limits.found_in("AnalysisException: no such column") is None
+    # Python's MemoryError outside the function's own report still names the operator written.
+    bare = limits.found_in("PythonException: ... MemoryError\n", "hog")
+    assert bare is not None
+    assert bare.operator_id == "hog"
+    assert "TEXERA_LAKE_CU_WORKER_MEMORY_BYTES" in str(bare)
+    spark = limits.found_in("org.apache.spark.memory.SparkOutOfMemoryError: no memory")
+    assert spark is not None
+    assert "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY" in str(spark)
     assert limits.found_in("…", "udf", "ZeroDivisionError: division by zero") is None
 
 
