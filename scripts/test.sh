@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: API checks, lint, types, then every test.
+# With --fast first, the fast lane: the same checks, then only the tests that start no process.
 # Extra arguments go to pytest (for example: scripts/test.sh -k stack).
 set -euo pipefail
+lane=(tests)
+if [[ "${1:-}" == "--fast" ]]; then
+  shift
+  lane=(-m "not integration" tests)
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
@@ -19,4 +25,4 @@ step "generated code is current" python scripts/gen_protos.py --check
 step "ruff" ruff check .
 step "ruff format" ruff format --check --quiet .
 step "mypy" mypy
-step "pytest" pytest "$@"
+step "pytest" pytest "${lane[@]}" "$@"

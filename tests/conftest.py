@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,37 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_WAREHOUSE_HEARTBEAT_INTERVAL_SECONDS": "1",
     "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "6",
 }
+
+
+@contextlib.contextmanager
+def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
+    """A test without the integration marker may not start the stack, even through a fixture:
+    the fast lane (`make check`) starts no process."""
+    if item.get_closest_marker("integration") is not None:
+        yield
+        return
+    started = Stack.start
+
+    def refused(self: Stack) -> None:
+        raise pytest.UsageError(f"{item.nodeid} starts the stack: mark it integration")
+
+    Stack.start = refused  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Stack.start = started  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _stack_refused_unless_integration(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _stack_refused_unless_integration(item):
+        return (yield)
 
 
 @pytest.fixture(scope="session")
