@@ -18,7 +18,7 @@ from cu_service.manager import ExecutionManager, LocalExecution
 from cu_service.registry import RegistryClient
 from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
-from service_runtime.errors import FieldViolations, ServiceError, not_found
+from service_runtime.errors import FieldViolations, Resource, ServiceError, not_found
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import (
     execution_pb2,
@@ -70,7 +70,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     def _local(self, execution_id: str, owner: str) -> LocalExecution | None:
         local = self._manager.get(execution_id)
         if local is not None and local.owner != owner:
-            raise not_found(f"execution {execution_id}")
+            raise not_found(Resource.EXECUTION, execution_id)
         return local
 
     async def _recorded(self, execution_id: str) -> execution_pb2.Execution:

@@ -28,7 +28,7 @@ from pyiceberg.table import Table
 from catalog_map.cache import CatalogMap, catalog_unavailable
 from catalog_map.registry import RegistryReader
 from result_service.plan import RowLevelDeletesError
-from service_runtime.errors import ServiceError, not_found
+from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.v1 import execution_pb2, registry_service_pb2
 
 log = logging.getLogger("result_service.access")
@@ -49,7 +49,7 @@ class Resolved:
             if output.operator_id == operator_id:
                 return output
         raise not_found(
-            f"result of operator {operator_id} of execution {self.execution.execution_id}"
+            Resource.RESULT, f"{operator_id} of execution {self.execution.execution_id}"
         )
 
 
@@ -126,6 +126,6 @@ class ResultAccess:
         table = await self.table(resolved, (output.namespace, output.table_name))
         if table is None:
             raise not_found(
-                f"result of operator {operator_id} of execution {resolved.execution.execution_id}"
+                Resource.RESULT, f"{operator_id} of execution {resolved.execution.execution_id}"
             )
         return table

@@ -21,7 +21,7 @@ from result_service.read_options import ReadOptions
 from result_service.scan import START, Position, Scan
 from result_service.snapshots import choose, schema_at
 from result_service.tokens import RowTokens
-from service_runtime.errors import not_found
+from service_runtime.errors import Resource, not_found
 from texera.lake.v1 import result_pb2
 
 
@@ -67,8 +67,9 @@ class RowReads:
             snapshot = table.snapshot_by_id(pinned.snapshot_id)
             if snapshot is None:
                 raise not_found(
-                    f"snapshot {pinned.snapshot_id} of the {request.what}, which the page token "
-                    "reads (it was expired); start again"
+                    Resource.SNAPSHOT,
+                    f"{pinned.snapshot_id} of the {request.what}",
+                    "the page token reads it and it was expired; start again",
                 )
         else:
             snapshot = choose(table, request.snapshot, request.what)

@@ -11,7 +11,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from lake_tables.naming import EXECUTION_ID
-from service_runtime.errors import not_found
+from service_runtime.errors import Resource, not_found
 from texera.lake.v1 import result_pb2
 
 
@@ -36,7 +36,7 @@ def choose(table: Table, selector: result_pb2.SnapshotSelector, what: str) -> Sn
     if which == "snapshot_id":
         snapshot = table.snapshot_by_id(selector.snapshot_id)
         if snapshot is None:
-            raise not_found(f"snapshot {selector.snapshot_id} of the {what}")
+            raise not_found(Resource.SNAPSHOT, f"{selector.snapshot_id} of the {what}")
         return snapshot
     if which == "as_of_time":
         asked = _millis(selector.as_of_time)
@@ -44,7 +44,9 @@ def choose(table: Table, selector: result_pb2.SnapshotSelector, what: str) -> Sn
         if snapshot is None:
             history = table.history()
             first = f"; its first is from {_iso(history[0].timestamp_ms)}" if history else ""
-            raise not_found(f"snapshot of the {what} as of {_iso(asked)} (it had none then{first})")
+            raise not_found(
+                Resource.SNAPSHOT, f"as of {_iso(asked)} of the {what}", f"it had none then{first}"
+            )
         return snapshot
     return table.current_snapshot()
 

@@ -37,7 +37,12 @@ UNIT_ROLE = "UNIT"
 
 
 class AuthenticationError(Exception):
-    """The call's credentials are missing or not acceptable; the message says why."""
+    """The call's credentials are missing or not acceptable; the message says why and the
+    reason (ErrorInfo) is one of TOKEN_MISSING, TOKEN_EXPIRED and TOKEN_INVALID."""
+
+    def __init__(self, message: str, reason: str = "TOKEN_INVALID") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,9 @@ def check_secret(secret: str) -> None:
 def bearer_token(authorization: str | None) -> str:
     """The token of an ``authorization`` value; raises AuthenticationError."""
     if not authorization:
-        raise AuthenticationError("missing authorization metadata: expected 'Bearer <token>'")
+        raise AuthenticationError(
+            "missing authorization metadata: expected 'Bearer <token>'", "TOKEN_MISSING"
+        )
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -90,7 +97,7 @@ def refused_as(kind: str) -> Iterator[None]:
     try:
         yield
     except jwt.ExpiredSignatureError as exc:
-        raise AuthenticationError("token has expired") from exc
+        raise AuthenticationError("token has expired", "TOKEN_EXPIRED") from exc
     except jwt.InvalidSignatureError as exc:
         raise AuthenticationError("token signature is not valid") from exc
     except jwt.MissingRequiredClaimError as exc:
@@ -129,7 +136,7 @@ class Verifier(abc.ABC):
             identity, expires = known
             if time.time() >= expires + self._leeway:
                 del self._verified[token]
-                raise AuthenticationError("token has expired")
+                raise AuthenticationError("token has expired", "TOKEN_EXPIRED")
             self._verified.move_to_end(token)
             return identity
         identity, expires = self._decode(token)

@@ -2,15 +2,18 @@
 
 Handlers raise ServiceError; the server interceptor turns it into the call's
 status, with the rich details in the ``grpc-status-details-bin`` trailer:
-BadRequest field violations for bad input, ErrorInfo with a machine-readable
-reason, RetryInfo when the caller should wait before retrying. Messages name
-the offending field and never carry secrets or stack traces.
+BadRequest field violations for bad input, ResourceInfo naming what was not
+found, RetryInfo when the caller should wait before retrying, and on every
+error an ErrorInfo whose reason a client can branch on (the status code's name
+where no finer reason applies). Messages name the offending field and never
+carry secrets or stack traces.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import grpc
@@ -73,9 +76,9 @@ class ServiceError(Exception):
                 ]
             )
             status.details.append(_pack(bad_request))
-        if self.reason:
+        if not any(d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR) for d in status.details):
             info = error_details_pb2.ErrorInfo(
-                reason=self.reason, domain=ERROR_DOMAIN, metadata=self.metadata
+                reason=self.reason or self.code.name, domain=ERROR_DOMAIN, metadata=self.metadata
             )
             status.details.append(_pack(info))
         if self.retry_delay_seconds is not None:
@@ -88,7 +91,8 @@ class ServiceError(Exception):
 def _pack(
     detail: error_details_pb2.BadRequest
     | error_details_pb2.ErrorInfo
-    | error_details_pb2.RetryInfo,
+    | error_details_pb2.RetryInfo
+    | error_details_pb2.ResourceInfo,
 ) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(detail)
@@ -104,8 +108,29 @@ def invalid_argument(violations: Iterable[FieldViolation]) -> ServiceError:
     )
 
 
-def not_found(what: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.NOT_FOUND, f"{what} not found")
+class Resource(Enum):
+    """What a caller may name and not find; NOT_FOUND's reason is ``<NAME>_NOT_FOUND``."""
+
+    WAREHOUSE = "warehouse"
+    EXECUTION = "execution"
+    COMPUTING_UNIT = "computing unit"
+    UNIT_REGISTRATION = "live registration of computing unit"
+    RESULT = "result"
+    SNAPSHOT = "snapshot"
+
+
+def not_found(resource: Resource, name: str, hint: str = "") -> ServiceError:
+    """NOT_FOUND for the resource of that kind and name, with ResourceInfo and a reason such
+    as WAREHOUSE_NOT_FOUND; `hint` says what to do about it."""
+    info = error_details_pb2.ResourceInfo(
+        resource_type=resource.value, resource_name=name, description=hint
+    )
+    return ServiceError(
+        grpc.StatusCode.NOT_FOUND,
+        f"{resource.value} {name} not found" + (f"; {hint}" if hint else ""),
+        reason=f"{resource.name}_NOT_FOUND",
+        details=(_pack(info),),
+    )
 
 
 def failed_precondition(message: str, *, reason: str = "") -> ServiceError:

@@ -134,7 +134,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                     self._authenticator.authenticate(scope.authorization, scope.on_behalf)
                 )
             except auth.AuthenticationError as exc:
-                scope.error = ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+                scope.error = ServiceError(
+                    grpc.StatusCode.UNAUTHENTICATED, str(exc), reason=exc.reason
+                )
                 return False
         if log.isEnabledFor(logging.DEBUG) and isinstance(request, Message):
             extra: dict[str, Any] = {"rpc": scope.method, "request": redacted_json(request)}

@@ -18,6 +18,7 @@ from service_runtime.callers import require_user
 from service_runtime.errors import (
     FieldViolation,
     FieldViolations,
+    Resource,
     ServiceError,
     invalid_argument,
     not_found,
@@ -72,7 +73,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
         violations.raise_if_any()
         row = await usable_unit(connection, unit_id, user)
         if row is None:
-            raise not_found(f"computing unit {unit_id}")
+            raise not_found(Resource.COMPUTING_UNIT, unit_id)
         return row
 
     async def _owned(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:

@@ -25,7 +25,13 @@ import grpc
 from service_runtime.auth import Identity
 from service_runtime.callers import acting_for, require_service, require_unit, require_user
 from service_runtime.context import current_identity
-from service_runtime.errors import FieldViolations, ServiceError, failed_precondition, not_found
+from service_runtime.errors import (
+    FieldViolations,
+    Resource,
+    ServiceError,
+    failed_precondition,
+    not_found,
+)
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service import records
@@ -159,14 +165,14 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 connection, request.computing_unit_id, owner, lock="FOR SHARE"
             )
             if usable is None or usable["state"] not in USABLE_STATES:
-                raise not_found(f"computing unit {request.computing_unit_id}")
+                raise not_found(Resource.COMPUTING_UNIT, request.computing_unit_id)
             warehouse = await connection.fetchrow(
                 "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2 FOR SHARE",
                 uuid.UUID(request.warehouse_id),
                 owner,
             )
             if warehouse is None:
-                raise not_found(f"warehouse {request.warehouse_id}")
+                raise not_found(Resource.WAREHOUSE, request.warehouse_id)
             if warehouse["state"] != "ACTIVE":
                 raise failed_precondition(
                     f"warehouse {request.warehouse_id} is {warehouse['state'].lower()} and accepts no executions",
@@ -275,7 +281,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", request.execution_id
             )
             if row is None:
-                raise not_found(f"execution {request.execution_id}")
+                raise not_found(Resource.EXECUTION, request.execution_id)
             if row["computing_unit_id"] != request.computing_unit_id:
                 raise ServiceError(
                     grpc.StatusCode.PERMISSION_DENIED,
@@ -370,14 +376,14 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
             )
             if row is None or not _readable_by(identity, row):
-                raise not_found(f"execution {request.execution_id}")
+                raise not_found(Resource.EXECUTION, request.execution_id)
             warehouse = present(
                 await connection.fetchrow(
                     "SELECT * FROM warehouses WHERE warehouse_id = $1", row["warehouse_id"]
                 )
             )
             if warehouse["state"] in _UNREADABLE:
-                raise not_found(f"execution {request.execution_id}")
+                raise not_found(Resource.EXECUTION, request.execution_id)
             outputs = await self._outputs(connection, request.execution_id)
         return registry_service_pb2.ResolveExecutionResponse(
             execution=records.execution(row, outputs),
@@ -397,7 +403,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
             readable = row is not None and await self._warehouse_readable(connection, identity, row)
         if row is None or not readable or row["state"] in _UNREADABLE:
-            raise not_found(f"warehouse {request.warehouse_id}")
+            raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         # Only a computing unit, writing for the user it serves, gets a token that may write.
         return registry_service_pb2.ResolveWarehouseResponse(
             binding=await self._binding(row, write=identity.via is not None)
@@ -564,9 +570,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 self._lease,
             )
         if row is None:
-            raise not_found(
-                f"a live registration of computing unit {request.computing_unit_id}; register again"
-            )
+            raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
         return registry_service_pb2.HeartbeatComputingUnitResponse(
             registration=records.registration(row)
         )

@@ -26,7 +26,7 @@ import grpc
 
 from cu_service.settings import ComputingUnitSettings
 from service_runtime.config import ENV_PREFIX
-from service_runtime.errors import ServiceError, failed_precondition, not_found
+from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec
 from warehouse_service.db import Connection, Database
 from warehouse_service.unit_credentials import UnitCredentials
@@ -221,7 +221,7 @@ class UnitSupervisor:
             async with self._db.connection() as connection:
                 row = await usable_unit(connection, unit_id, user_id)
                 if row is None:
-                    raise not_found(f"computing unit {unit_id}")
+                    raise not_found(Resource.COMPUTING_UNIT, unit_id)
                 registration = await connection.fetchrow(
                     "SELECT * FROM computing_units WHERE computing_unit_id = $1 "
                     "AND state = 'HEALTHY' AND lease_expires_at > now()",

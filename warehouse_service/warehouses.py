@@ -26,6 +26,7 @@ from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.errors import (
     FieldViolation,
     FieldViolations,
+    Resource,
     ServiceError,
     invalid_argument,
     not_found,
@@ -181,7 +182,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 owner,
             )
         if row is None:
-            raise not_found(f"warehouse {warehouse_id}")
+            raise not_found(Resource.WAREHOUSE, warehouse_id)
         return row
 
     async def CreateWarehouse(
@@ -489,7 +490,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         owner = require_user().user_id
         row = await self._owned(owner, request.warehouse_id)
         if row["state"] == "DELETED":
-            raise not_found(f"warehouse {request.warehouse_id}")
+            raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         try:
             contents = await self._contents(row["catalog_warehouse_name"])
             tables = sum(len(names) for names in contents.values())

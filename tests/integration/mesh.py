@@ -20,7 +20,7 @@ from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime import auth
-from service_runtime.errors import status_details
+from service_runtime.errors import ERROR_DOMAIN, status_details
 from texera.lake.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
@@ -186,11 +186,28 @@ def register_unit(
     return unit_id
 
 
+#: Codes a call may end with before any service of the mesh answers it.
+TRANSPORT_CODES = {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+
+
 def refused(call: Callable[[], Any]) -> grpc.RpcError:
-    """The error a call fails with (the test fails if it succeeds)."""
-    with pytest.raises(grpc.RpcError) as error:
+    """The error a call fails with (the test fails if it succeeds, or if the mesh's error
+    carries no ErrorInfo reason a client could branch on)."""
+    with pytest.raises(grpc.RpcError) as raised:
         call()
-    return error.value
+    error = raised.value
+    if error.code() not in TRANSPORT_CODES:
+        assert reason(error), f"{error.code().name} without ErrorInfo: {error.details()}"
+    return error
+
+
+def reason(error: grpc.RpcError) -> str:
+    """The ErrorInfo reason of the mesh's error ("" when it carries none)."""
+    info = error_details_pb2.ErrorInfo()
+    for detail in status_details(error):
+        if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+            return str(info.reason)
+    return ""
 
 
 def bad_fields(error: grpc.RpcError) -> set[str]:

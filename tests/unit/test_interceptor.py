@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2
 from service_runtime import context
 from service_runtime.auth import UserTokenVerifier, bearer, mint_token
 from service_runtime.config import ServerSettings
-from service_runtime.errors import FieldViolations, not_found, status_details
+from service_runtime.errors import FieldViolations, Resource, not_found, status_details
 from service_runtime.logs import JsonFormatter
 from service_runtime.metrics import HANDLED
 from service_runtime.propagation import service_channel
@@ -57,7 +57,7 @@ async def _get(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
     if request.warehouse_id == "slow":
         await asyncio.sleep(1.0)
     if request.warehouse_id == "missing":
-        raise not_found("warehouse missing")
+        raise not_found(Resource.WAREHOUSE, "missing")
     return warehouse_service_pb2.GetWarehouseResponse(
         warehouse=warehouse_pb2.Warehouse(warehouse_id=request.warehouse_id)
     )
