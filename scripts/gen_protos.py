@@ -1,7 +1,9 @@
 """Generates the Python code of the texera.lake.v1 API from protos/.
 
-Writes messages (`*_pb2.py`), gRPC stubs (`*_pb2_grpc.py`) and their typed
-stubs (`*.pyi`, from mypy-protobuf) into texera/lake/v1/. With --check it
+Writes messages (`*_pb2.py`), gRPC stubs (`*_pb2_grpc.py`), their typed
+stubs (`*.pyi`, from mypy-protobuf) and the API's descriptor set with its
+comments and imports (`api_descriptor_set.binpb`, which server reflection
+serves) into texera/lake/v1/. With --check it
 generates into a scratch folder instead and exits 1 if the committed code
 differs, naming the stale files.
 """
@@ -41,6 +43,9 @@ def generate(out_root: Path) -> None:
         f"--grpc_python_out={out_root}",
         f"--mypy_out={out_root}",
         f"--mypy_grpc_out={out_root}",
+        f"--descriptor_set_out={out_root / PACKAGE_DIR / 'api_descriptor_set.binpb'}",
+        "--include_source_info",
+        "--include_imports",
         *proto_files,
     ]
     # A child process, so that the plugins' chatter on stderr shows only on failure.

@@ -1,41 +1,156 @@
-"""Server reflection that also resolves method names.
+"""Server reflection limited to what a server serves, with the API's documentation.
 
-grpcio-reflection looks symbols up with the descriptor pool's
-FindFileContainingSymbol, which in Python does not know methods, so
-``grpcurl describe pkg.Service.Method`` fails (grpc/grpc#34743). The pool
-below falls back to a method lookup.
+Clients such as grpcurl `list` and `describe` through it. It answers only with
+the files of the services this server serves and the files they import, so a
+server never describes a service it does not serve (the gateway hides the
+internal registry API). The API's files come from the descriptor set that
+scripts/gen_protos.py writes with source info, so `describe` shows every
+element's comment; other files (health, reflection) come from the default pool.
+Method names resolve to their service's file, which the default pool's lookup
+does not do in Python (grpc/grpc#34743).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pool
-from google.protobuf.descriptor import FileDescriptor
-from grpc_reflection.v1alpha import reflection
+from google.protobuf import descriptor_pb2, descriptor_pool
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+import texera.lake.v1
+
+#: The API's files with their comments, written by `make gen` beside the generated code.
+API_DESCRIPTOR_SET = Path(texera.lake.v1.__file__).parent / "api_descriptor_set.binpb"
+SERVICE_NAME: str = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
 
 
-class _MethodAwarePool:
-    """The default descriptor pool, resolving method names to their service's file."""
+def _api_files() -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(API_DESCRIPTOR_SET.read_bytes())
+    return {file.name: file for file in descriptor_set.file}
 
-    def __init__(self, pool: descriptor_pool.DescriptorPool) -> None:
-        self._pool = pool
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
+def _default_file(name: str) -> descriptor_pb2.FileDescriptorProto:
+    proto = descriptor_pb2.FileDescriptorProto()
+    descriptor_pool.Default().FindFileByName(name).CopyToProto(proto)
+    return proto
 
-    def FindFileContainingSymbol(self, symbol: str) -> FileDescriptor:
+
+class ServedFiles:
+    """The files that describe a set of services, each after the files it imports."""
+
+    def __init__(self, service_names: Iterable[str]) -> None:
+        self.service_names = sorted(service_names)
+        api = _api_files()
+        self._protos: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+
+        def add(name: str) -> None:
+            if name in self._protos:
+                return
+            proto = api[name] if name in api else _default_file(name)
+            for dependency in proto.dependency:
+                add(dependency)
+            self._protos[name] = proto
+
+        api_services = {f"{f.package}.{s.name}": f.name for f in api.values() for s in f.service}
+        default = descriptor_pool.Default()
+        for service in self.service_names:
+            add(api_services.get(service) or default.FindServiceByName(service).file.name)
+        self.pool = descriptor_pool.DescriptorPool()
+        for proto in self._protos.values():  # dependencies first, as the pool needs
+            self.pool.Add(proto)
+        self._serialized = {name: p.SerializeToString() for name, p in self._protos.items()}
+
+    def with_imports(self, name: str) -> list[bytes]:
+        """The file and every file it imports, directly or not; KeyError if not served."""
+        found: dict[str, bytes] = {}
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            if current not in found:
+                found[current] = self._serialized[current]
+                pending += self._protos[current].dependency
+        return list(found.values())
+
+    def file_of(self, symbol: str) -> str:
+        """The served file that defines a message, enum, service, method or extension."""
         try:
-            return self._pool.FindFileContainingSymbol(symbol)
+            return str(self.pool.FindFileContainingSymbol(symbol).name)
         except KeyError:
-            return self._pool.FindMethodByName(symbol).containing_service.file
+            return str(self.pool.FindMethodByName(symbol).containing_service.file.name)
+
+
+class ReflectionServicer(reflection_pb2_grpc.ServerReflectionServicer):
+    """grpc.reflection.v1alpha over the served files."""
+
+    def __init__(self, files: ServedFiles) -> None:
+        self._files = files
+
+    async def ServerReflectionInfo(
+        self, request_iterator: AsyncIterator[reflection_pb2.ServerReflectionRequest], context: Any
+    ) -> AsyncIterator[reflection_pb2.ServerReflectionResponse]:
+        async for request in request_iterator:
+            try:
+                response = self._answer(request)
+            except KeyError:
+                response = _error(request, grpc.StatusCode.NOT_FOUND)
+            response.original_request.CopyFrom(request)
+            yield response
+
+    def _answer(
+        self, request: reflection_pb2.ServerReflectionRequest
+    ) -> reflection_pb2.ServerReflectionResponse:
+        asked = request.WhichOneof("message_request")
+        files, pool = self._files, self._files.pool
+        if asked == "file_by_filename":
+            return _files(files.with_imports(request.file_by_filename))
+        if asked == "file_containing_symbol":
+            return _files(files.with_imports(files.file_of(request.file_containing_symbol)))
+        if asked == "file_containing_extension":
+            wanted = request.file_containing_extension
+            message = pool.FindMessageTypeByName(wanted.containing_type)
+            extension = pool.FindExtensionByNumber(message, wanted.extension_number)
+            return _files(files.with_imports(files.file_of(extension.full_name)))
+        if asked == "all_extension_numbers_of_type":
+            message = pool.FindMessageTypeByName(request.all_extension_numbers_of_type)
+            numbers = sorted(e.number for e in pool.FindAllExtensions(message))
+            return reflection_pb2.ServerReflectionResponse(
+                all_extension_numbers_response=reflection_pb2.ExtensionNumberResponse(
+                    base_type_name=message.full_name, extension_number=numbers
+                )
+            )
+        if asked == "list_services":
+            return reflection_pb2.ServerReflectionResponse(
+                list_services_response=reflection_pb2.ListServiceResponse(
+                    service=[reflection_pb2.ServiceResponse(name=n) for n in files.service_names]
+                )
+            )
+        return _error(request, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def _files(serialized: list[bytes]) -> reflection_pb2.ServerReflectionResponse:
+    return reflection_pb2.ServerReflectionResponse(
+        file_descriptor_response=reflection_pb2.FileDescriptorResponse(
+            file_descriptor_proto=serialized
+        )
+    )
+
+
+def _error(
+    request: reflection_pb2.ServerReflectionRequest, code: grpc.StatusCode
+) -> reflection_pb2.ServerReflectionResponse:
+    return reflection_pb2.ServerReflectionResponse(
+        error_response=reflection_pb2.ErrorResponse(
+            error_code=code.value[0],
+            error_message=f"{code.name}: {request.WhichOneof('message_request')}",
+        )
+    )
 
 
 def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
-    # The servicer only calls lookup methods, which the wrapper forwards.
-    pool = cast(descriptor_pool.DescriptorPool, _MethodAwarePool(descriptor_pool.Default()))
-    reflection.enable_server_reflection(
-        [*service_names, reflection.SERVICE_NAME], server, pool=pool
-    )
+    """Serves reflection of the named services (and of reflection itself) on server."""
+    files = ServedFiles([*service_names, SERVICE_NAME])
+    add = reflection_pb2_grpc.add_ServerReflectionServicer_to_server  # untyped upstream
+    add(ReflectionServicer(files), server)  # type: ignore[no-untyped-call]

@@ -57,8 +57,23 @@ def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> No
         "rpc CreateWarehouse ( .texera.lake.v1.CreateWarehouseRequest ) "
         "returns ( .texera.lake.v1.CreateWarehouseResponse )"
     ) in method
+    assert "catalog unreachable; nothing was created" in method  # the method's comment
     credentials = grpcurl(target, "describe", "texera.lake.v1.S3Credentials").stdout
     assert "string secret_access_key = 2 [(.texera.lake.v1.sensitive) = true];" in credentials
+    assert "// Secret access key. Required" in credentials
+
+
+def test_the_gateway_describes_no_internal_service(stack: Stack) -> None:
+    target = stack.target("gateway")
+    for internal in ("texera.lake.v1.RegistryService", "texera.lake.v1.BindExecutionRequest"):
+        hidden = grpcurl(target, "describe", internal, check=False)
+        assert hidden.returncode != 0
+        assert "not found" in hidden.stderr.lower()
+    # The registry itself still describes its own API to its operators.
+    registry = grpcurl(
+        stack.target("warehouse-service"), "describe", "texera.lake.v1.RegistryService"
+    )
+    assert "rpc BindExecution" in registry.stdout
 
 
 def test_calls_need_a_token_and_the_cli_mints_one(stack: Stack) -> None:
