@@ -7,29 +7,35 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from google.protobuf import descriptor_pb2
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 
 from service_runtime.reflection import enable_reflection
 
 R = reflection_pb2
+Reflection = grpc.aio.StreamStreamMultiCallable[
+    R.ServerReflectionRequest, R.ServerReflectionResponse
+]
 
 
 @pytest.fixture
-async def reflection() -> AsyncIterator[reflection_pb2_grpc.ServerReflectionStub]:
+async def reflection() -> AsyncIterator[Reflection]:
     server = grpc.aio.server()
     enable_reflection(["texera.lake.v1.WarehouseService"], server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        yield reflection_pb2_grpc.ServerReflectionStub(channel)  # type: ignore[no-untyped-call]
+        yield channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=R.ServerReflectionRequest.SerializeToString,
+            response_deserializer=R.ServerReflectionResponse.FromString,
+        )
     await server.stop(None)
 
 
-async def _ask(
-    stub: reflection_pb2_grpc.ServerReflectionStub, **question: str
-) -> R.ServerReflectionResponse:
-    call = stub.ServerReflectionInfo(iter([R.ServerReflectionRequest(**question)]))
-    answers = [answer async for answer in call]
+async def _ask(reflection: Reflection, **question: str) -> R.ServerReflectionResponse:
+    request = R.ServerReflectionRequest()
+    setattr(request, *next(iter(question.items())))
+    answers = [answer async for answer in reflection(iter([request]))]
     assert len(answers) == 1
     return answers[0]
 
@@ -43,7 +49,7 @@ def _files(answer: R.ServerReflectionResponse) -> dict[str, descriptor_pb2.FileD
 
 
 async def test_lists_only_the_served_services(
-    reflection: reflection_pb2_grpc.ServerReflectionStub,
+    reflection: Reflection,
 ) -> None:
     answer = await _ask(reflection, list_services="")
     assert [s.name for s in answer.list_services_response.service] == [
@@ -53,7 +59,7 @@ async def test_lists_only_the_served_services(
 
 
 async def test_a_method_resolves_to_its_file_with_comments_and_imports(
-    reflection: reflection_pb2_grpc.ServerReflectionStub,
+    reflection: Reflection,
 ) -> None:
     answer = await _ask(
         reflection, file_containing_symbol="texera.lake.v1.WarehouseService.CreateWarehouse"
@@ -74,14 +80,14 @@ async def test_a_method_resolves_to_its_file_with_comments_and_imports(
     ],
 )
 async def test_what_is_not_served_is_not_found(
-    reflection: reflection_pb2_grpc.ServerReflectionStub, question: dict[str, str]
+    reflection: Reflection, question: dict[str, str]
 ) -> None:
     answer = await _ask(reflection, **question)
     assert answer.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
 
 
 async def test_extensions_of_a_served_file_are_known(
-    reflection: reflection_pb2_grpc.ServerReflectionStub,
+    reflection: Reflection,
 ) -> None:
     answer = await _ask(reflection, all_extension_numbers_of_type="google.protobuf.FieldOptions")
     assert answer.all_extension_numbers_response.extension_number  # (texera.lake.v1.sensitive)
