@@ -1,10 +1,11 @@
 """Which public calls the gateway may repeat after UNAVAILABLE without changing their effect.
 
-Reads may always be repeated. A create, rotation or submission may when the
-caller made it idempotent with a request_id (or, for a submission, chose the
-execution id). State changes that fail when repeated (archive, restore,
-delete) never are: a repeat after a lost answer would report an error for
-what succeeded.
+Reads may always be repeated, and so may archive and restore (moving to the
+state a warehouse is in is a no-op). A create, rotation or submission may when
+the caller made it idempotent with a request_id (or, for a submission, chose the
+execution id), a delete when it allows the resource to be missing (AIP-135):
+otherwise a repeat after a lost answer would report NOT_FOUND for what
+succeeded.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from google.protobuf.message import Message
 class Repeat(enum.Enum):
     ALWAYS = "always"
     WHEN_IDEMPOTENT = "when the request carries its idempotency key"
-    NEVER = "never"
 
 
 REPEATABLE: dict[str, dict[str, Repeat]] = {
@@ -26,15 +26,15 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "GetWarehouse": Repeat.ALWAYS,
         "ListWarehouses": Repeat.ALWAYS,
         "RotateWarehouseCredentials": Repeat.WHEN_IDEMPOTENT,
-        "ArchiveWarehouse": Repeat.NEVER,
-        "RestoreWarehouse": Repeat.NEVER,
-        "DeleteWarehouse": Repeat.NEVER,
+        "ArchiveWarehouse": Repeat.ALWAYS,
+        "RestoreWarehouse": Repeat.ALWAYS,
+        "DeleteWarehouse": Repeat.WHEN_IDEMPOTENT,
     },
     "texera.lake.v1.ComputingUnitService": {
         "CreateComputingUnit": Repeat.WHEN_IDEMPOTENT,
         "GetComputingUnit": Repeat.ALWAYS,
         "ListComputingUnits": Repeat.ALWAYS,
-        "DeleteComputingUnit": Repeat.NEVER,
+        "DeleteComputingUnit": Repeat.WHEN_IDEMPOTENT,
         "ShareComputingUnit": Repeat.ALWAYS,
         "UnshareComputingUnit": Repeat.ALWAYS,
     },
@@ -57,7 +57,7 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
 }
 
 #: The request fields that make a call idempotent when set.
-_IDEMPOTENCY_KEYS = ("request_id", "execution_id")
+_IDEMPOTENCY_KEYS = ("request_id", "execution_id", "allow_missing")
 
 
 def may_repeat(rule: Repeat, request: Message | None) -> bool:
@@ -65,4 +65,4 @@ def may_repeat(rule: Repeat, request: Message | None) -> bool:
     if rule is Repeat.WHEN_IDEMPOTENT:
         fields = request.DESCRIPTOR.fields_by_name if request is not None else {}
         return any(name in fields and getattr(request, name) for name in _IDEMPOTENCY_KEYS)
-    return rule is Repeat.ALWAYS
+    return True

@@ -187,7 +187,12 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
     ) -> cus.DeleteComputingUnitResponse:
         user = require_user().user_id
         async with self._db.connection() as connection:
-            await self._owned(connection, request.computing_unit_id, user)
+            try:
+                await self._owned(connection, request.computing_unit_id, user)
+            except ServiceError as exc:
+                if request.allow_missing and exc.code == grpc.StatusCode.NOT_FOUND:
+                    return cus.DeleteComputingUnitResponse()
+                raise
         cancelled = await self._supervisor.delete(request.computing_unit_id, force=request.force)
         return cus.DeleteComputingUnitResponse(cancelled_execution_ids=cancelled)
 

@@ -488,8 +488,17 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self, request: warehouse_service_pb2.DeleteWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.DeleteWarehouseResponse:
         owner = require_user().user_id
-        row = await self._owned(owner, request.warehouse_id)
+        try:
+            row = await self._owned(owner, request.warehouse_id)
+        except ServiceError as exc:
+            if request.allow_missing and exc.code == grpc.StatusCode.NOT_FOUND:
+                return warehouse_service_pb2.DeleteWarehouseResponse()
+            raise
         if row["state"] == "DELETED":
+            if request.allow_missing:
+                return warehouse_service_pb2.DeleteWarehouseResponse(
+                    warehouse=records.warehouse(row)
+                )
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         try:
             contents = await self._contents(row["catalog_warehouse_name"])

@@ -20,6 +20,7 @@ from tests.integration.mesh import (
     create_request,
     create_warehouse,
     credentials,
+    reason,
     refused,
     user,
 )
@@ -216,6 +217,17 @@ def test_delete_of_a_warehouse_without_tables_needs_no_purge(
         ws.DeleteWarehouseRequest(warehouse_id=warehouse.warehouse_id),
     )
     assert deleted.warehouse.state == warehouse_pb2.WAREHOUSE_STATE_DELETED
+
+    # A repeated delete is NOT_FOUND, unless it allows the warehouse to be missing (AIP-135).
+    again = ws.DeleteWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    missing = refused(lambda: alice.call(alice.warehouses.DeleteWarehouse, again))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+    assert reason(missing) == "WAREHOUSE_NOT_FOUND"
+    again.allow_missing = True
+    repeated = alice.call(alice.warehouses.DeleteWarehouse, again)
+    assert repeated.warehouse.state == warehouse_pb2.WAREHOUSE_STATE_DELETED
+    never = ws.DeleteWarehouseRequest(warehouse_id=str(uuid.uuid4()), allow_missing=True)
+    assert not alice.call(alice.warehouses.DeleteWarehouse, never).HasField("warehouse")
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import UnitClient, filtered_numbers, slow_workflow, udf, workflow
-from tests.integration.mesh import bad_fields, bearer, create_warehouse, refused, user
+from tests.integration.mesh import bad_fields, bearer, create_warehouse, reason, refused, user
 from tests.integration.results import ResultClient
 from texera.lake.v1 import (
     computing_unit_service_pb2,
@@ -217,6 +217,11 @@ def test_deleting_a_busy_unit_needs_force_and_cancels_its_executions(units_stack
     assert state_name(ended) == "CANCELLED"
     assert dana.results.list_results(busy.execution_id).results == []  # nothing half-written
     assert refused(lambda: dana.unit(unit_id)).code() == grpc.StatusCode.NOT_FOUND
+    assert reason(refused(lambda: dana.delete(unit_id))) == "COMPUTING_UNIT_NOT_FOUND"
+    repeated = cus.DeleteComputingUnitRequest(computing_unit_id=unit_id, allow_missing=True)
+    assert dana.units.DeleteComputingUnit(repeated, metadata=dana.metadata, timeout=60) == (
+        cus.DeleteComputingUnitResponse()
+    )
     assert dana.listed() == []
     gone = refused(
         lambda: dana.executions.submit(dana.warehouse_id, SMALL, computing_unit_id=unit_id)

@@ -137,7 +137,9 @@ def test_idempotent_calls_are_the_ones_with_their_key() -> None:
     assert may_repeat(Repeat.WHEN_IDEMPOTENT, submit(execution_id="e-1"))
     assert not may_repeat(Repeat.WHEN_IDEMPOTENT, submit(warehouse_id="w"))
     assert may_repeat(Repeat.ALWAYS, None)
-    assert not may_repeat(Repeat.NEVER, create(request_id="r-1"))
+    delete = warehouse_service_pb2.DeleteWarehouseRequest
+    assert may_repeat(Repeat.WHEN_IDEMPOTENT, delete(warehouse_id="w", allow_missing=True))
+    assert not may_repeat(Repeat.WHEN_IDEMPOTENT, delete(warehouse_id="w"))
 
 
 def test_the_rate_limit_allows_bursts_then_the_average_rate() -> None:

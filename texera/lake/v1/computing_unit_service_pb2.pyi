@@ -309,19 +309,26 @@ class DeleteComputingUnitRequest(_message.Message):
 
     COMPUTING_UNIT_ID_FIELD_NUMBER: _builtins.int
     FORCE_FIELD_NUMBER: _builtins.int
+    ALLOW_MISSING_FIELD_NUMBER: _builtins.int
     computing_unit_id: _builtins.str
     """Identifier of the unit. Required."""
     force: _builtins.bool
     """Cancel the unit's unfinished executions instead of refusing the delete."""
+    allow_missing: _builtins.bool
+    """Succeed when no such unit of the caller's exists (it may have been
+    deleted by a first attempt whose answer was lost), instead of answering
+    NOT_FOUND.
+    """
     def __init__(
         self,
         *,
         computing_unit_id: _builtins.str = ...,
         force: _builtins.bool = ...,
+        allow_missing: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "force", b"force"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_missing", b"allow_missing", "computing_unit_id", b"computing_unit_id", "force", b"force"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

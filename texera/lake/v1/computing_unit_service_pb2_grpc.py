@@ -103,7 +103,8 @@ class ComputingUnitServiceServicer:
         """Stops a unit and deletes it. A unit that still runs or queues
         executions is refused with FAILED_PRECONDITION unless force is set;
         with force its executions are cancelled (they end CANCELLED, leaving no
-        partial result). Owner only.
+        partial result). Owner only. A deleted unit is NOT_FOUND unless
+        allow_missing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -49,7 +49,8 @@ class ComputingUnitServiceStub:
     """Stops a unit and deletes it. A unit that still runs or queues
     executions is refused with FAILED_PRECONDITION unless force is set;
     with force its executions are cancelled (they end CANCELLED, leaving no
-    partial result). Owner only.
+    partial result). Owner only. A deleted unit is NOT_FOUND unless
+    allow_missing.
     """
     ShareComputingUnit: _grpc.UnaryUnaryMultiCallable[_computing_unit_service_pb2.ShareComputingUnitRequest, _computing_unit_service_pb2.ShareComputingUnitResponse]
     """Lets another user run executions on a unit (into that user's own
@@ -81,7 +82,8 @@ class ComputingUnitServiceAsyncStub(ComputingUnitServiceStub):
     """Stops a unit and deletes it. A unit that still runs or queues
     executions is refused with FAILED_PRECONDITION unless force is set;
     with force its executions are cancelled (they end CANCELLED, leaving no
-    partial result). Owner only.
+    partial result). Owner only. A deleted unit is NOT_FOUND unless
+    allow_missing.
     """
     ShareComputingUnit: _aio.UnaryUnaryMultiCallable[_computing_unit_service_pb2.ShareComputingUnitRequest, _computing_unit_service_pb2.ShareComputingUnitResponse]  # type: ignore[assignment]
     """Lets another user run executions on a unit (into that user's own
@@ -134,7 +136,8 @@ class ComputingUnitServiceServicer(metaclass=_abc_1.ABCMeta):
         """Stops a unit and deletes it. A unit that still runs or queues
         executions is refused with FAILED_PRECONDITION unless force is set;
         with force its executions are cancelled (they end CANCELLED, leaving no
-        partial result). Owner only.
+        partial result). Owner only. A deleted unit is NOT_FOUND unless
+        allow_missing.
         """
 
     @_abc_1.abstractmethod

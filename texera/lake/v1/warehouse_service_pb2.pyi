@@ -356,21 +356,28 @@ class DeleteWarehouseRequest(_message.Message):
 
     WAREHOUSE_ID_FIELD_NUMBER: _builtins.int
     PURGE_FIELD_NUMBER: _builtins.int
+    ALLOW_MISSING_FIELD_NUMBER: _builtins.int
     warehouse_id: _builtins.str
     """Identifier of the warehouse. Required."""
     purge: _builtins.bool
     """Drop every table (deleting its files) and namespace first. Without it, a
     warehouse that still holds tables is refused.
     """
+    allow_missing: _builtins.bool
+    """Succeed when the warehouse is already deleted or does not exist, instead
+    of answering NOT_FOUND, so that a delete repeated after a lost answer
+    succeeds (the gateway then repeats it after UNAVAILABLE).
+    """
     def __init__(
         self,
         *,
         warehouse_id: _builtins.str = ...,
         purge: _builtins.bool = ...,
+        allow_missing: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["purge", b"purge", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_missing", b"allow_missing", "purge", b"purge", "warehouse_id", b"warehouse_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -385,7 +392,9 @@ class DeleteWarehouseResponse(_message.Message):
     WAREHOUSE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def warehouse(self) -> _warehouse_pb2.Warehouse:
-        """The warehouse, now in WAREHOUSE_STATE_DELETED."""
+        """The warehouse, now in WAREHOUSE_STATE_DELETED; unset when allow_missing
+        found no warehouse of the caller's with that identifier.
+        """
 
     def __init__(
         self,

@@ -136,7 +136,7 @@ class WarehouseServiceServicer:
         """Deletes a warehouse from the catalog and marks it deleted here. Without
         purge a warehouse that still holds tables is refused with
         FAILED_PRECONDITION; with purge its tables are dropped and their files
-        deleted first.
+        deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

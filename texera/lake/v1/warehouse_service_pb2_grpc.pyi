@@ -66,7 +66,7 @@ class WarehouseServiceStub:
     """Deletes a warehouse from the catalog and marks it deleted here. Without
     purge a warehouse that still holds tables is refused with
     FAILED_PRECONDITION; with purge its tables are dropped and their files
-    deleted first.
+    deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
     """
 
 @_typing.type_check_only
@@ -107,7 +107,7 @@ class WarehouseServiceAsyncStub(WarehouseServiceStub):
     """Deletes a warehouse from the catalog and marks it deleted here. Without
     purge a warehouse that still holds tables is refused with
     FAILED_PRECONDITION; with purge its tables are dropped and their files
-    deleted first.
+    deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
     """
 
 class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -187,7 +187,7 @@ class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
         """Deletes a warehouse from the catalog and marks it deleted here. Without
         purge a warehouse that still holds tables is refused with
         FAILED_PRECONDITION; with purge its tables are dropped and their files
-        deleted first.
+        deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
         """
 
 def add_WarehouseServiceServicer_to_server(servicer: WarehouseServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
