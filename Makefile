@@ -10,6 +10,6 @@ test:  ## run every check and test
 check:  ## the fast lane: the same checks, and only the tests that start no process
 	@scripts/test.sh --fast
 
-gen:  ## regenerate texera/lake/v1 from protos/
+gen:  ## regenerate texera/lake/ from protos/
 	@scripts/bootstrap.sh
 	@.venv/bin/python scripts/gen_protos.py

@@ -12,7 +12,7 @@ from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
 
-from texera.lake.v1 import registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
 
 
 class _TimeoutAdapter(HTTPAdapter):

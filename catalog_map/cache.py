@@ -30,7 +30,7 @@ import grpc
 from pyiceberg.catalog import Catalog
 
 from service_runtime.errors import ServiceError
-from texera.lake.v1 import registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
 
 log = logging.getLogger("catalog_map")
 

@@ -15,7 +15,8 @@ import grpc
 
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import service_channel
-from texera.lake.v1 import execution_service_pb2, registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import execution_service_pb2
 
 T = TypeVar("T")
 rs = registry_service_pb2

@@ -53,7 +53,8 @@ from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_client.executions import TERMINAL
 from lake_tables import naming
 from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
-from texera.lake.v1 import execution_pb2, execution_service_pb2, registry_service_pb2, workflow_pb2
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
 log = logging.getLogger("cu_service.manager")
 EX = execution_pb2

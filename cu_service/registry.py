@@ -9,7 +9,8 @@ well as the unit's (see service_runtime.propagation).
 from __future__ import annotations
 
 from catalog_map.registry import RegistryReader
-from texera.lake.v1 import execution_pb2, registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2
 
 rs = registry_service_pb2
 

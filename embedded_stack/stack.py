@@ -57,7 +57,7 @@ from service_runtime.processes import (
     let_others_traverse,
     wait_until,
 )
-from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 

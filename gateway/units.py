@@ -20,7 +20,7 @@ from gateway.forwarding import Backend
 from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer
 from service_runtime.context import current_identity
 from service_runtime.internal_tokens import MESH_AUDIENCE, TokenExchange, unit_audience
-from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 
 log = logging.getLogger("gateway.units")
 rs = registry_service_pb2

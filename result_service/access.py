@@ -29,7 +29,8 @@ from catalog_map.cache import CatalogMap, catalog_unavailable
 from catalog_map.registry import RegistryReader
 from result_service.plan import RowLevelDeletesError
 from service_runtime.errors import Resource, ServiceError, not_found
-from texera.lake.v1 import execution_pb2, registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("result_service.access")
 T = TypeVar("T")

@@ -1,9 +1,10 @@
-"""Generates the Python code of the texera.lake.v1 API from protos/.
+"""Generates the Python code of the texera.lake APIs from protos/.
 
 Writes messages (`*_pb2.py`), gRPC stubs (`*_pb2_grpc.py`), their typed
-stubs (`*.pyi`, from mypy-protobuf) and the API's descriptor set with its
-comments and imports (`api_descriptor_set.binpb`, which server reflection
-serves) into texera/lake/v1/. With --check it
+stubs (`*.pyi`, from mypy-protobuf) into texera/lake/v1/ (the public API) and
+texera/lake/internal/v1/ (the registry's internal API), and the descriptor set
+of both with comments and imports (texera/lake/api_descriptor_set.binpb, which
+server reflection serves). With --check it
 generates into a scratch folder instead and exits 1 if the committed code
 differs, naming the stale files.
 """
@@ -21,13 +22,16 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
-PACKAGE_DIR = Path("texera", "lake", "v1")
+PACKAGE_DIRS = (Path("texera", "lake", "v1"), Path("texera", "lake", "internal", "v1"))
+DESCRIPTOR_SET = Path("texera", "lake", "api_descriptor_set.binpb")
 
 
 def generate(out_root: Path) -> None:
-    """Runs protoc over every .proto of the package into out_root."""
+    """Runs protoc over every .proto of the packages into out_root."""
     proto_files = sorted(
-        str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto")
+        str(p.relative_to(PROTO_ROOT))
+        for package in PACKAGE_DIRS
+        for p in (PROTO_ROOT / package).glob("*.proto")
     )
     well_known = Path(protoc.__file__).parent / "_proto"
     scripts = Path(sys.executable).parent  # mypy-protobuf's plugins live beside this interpreter
@@ -43,7 +47,7 @@ def generate(out_root: Path) -> None:
         f"--grpc_python_out={out_root}",
         f"--mypy_out={out_root}",
         f"--mypy_grpc_out={out_root}",
-        f"--descriptor_set_out={out_root / PACKAGE_DIR / 'api_descriptor_set.binpb'}",
+        f"--descriptor_set_out={out_root / DESCRIPTOR_SET}",
         "--include_source_info",
         "--include_imports",
         *proto_files,
@@ -52,10 +56,12 @@ def generate(out_root: Path) -> None:
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"protoc failed:\n{result.stderr}")
-    for package in (Path("texera"), Path("texera", "lake"), PACKAGE_DIR):
+    packages = {parent for package in PACKAGE_DIRS for parent in (package, *package.parents)}
+    for package in packages - {Path()}:
         init = out_root / package / "__init__.py"
         init.write_text('"""Generated from protos/ by scripts/gen_protos.py; do not edit."""\n')
-    (out_root / PACKAGE_DIR / "py.typed").write_text("")
+    for package in PACKAGE_DIRS:
+        (out_root / package / "py.typed").write_text("")
 
 
 def generated_files(root: Path) -> set[Path]:

@@ -20,10 +20,10 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-import texera.lake.v1
+import texera.lake
 
 #: The API's files with their comments, written by `make gen` beside the generated code.
-API_DESCRIPTOR_SET = Path(texera.lake.v1.__file__).parent / "api_descriptor_set.binpb"
+API_DESCRIPTOR_SET = Path(texera.lake.__file__).parent / "api_descriptor_set.binpb"
 SERVICE_NAME: str = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
 
 

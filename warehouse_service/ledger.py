@@ -33,7 +33,7 @@ from service_runtime.errors import (
     not_found,
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
-from texera.lake.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service import records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present

@@ -11,12 +11,8 @@ import asyncpg
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from texera.lake.v1 import (
-    computing_unit_service_pb2,
-    execution_pb2,
-    registry_service_pb2,
-    warehouse_pb2,
-)
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import computing_unit_service_pb2, execution_pb2, warehouse_pb2
 from warehouse_service.catalog_oauth import AccessToken
 
 Row = asyncpg.Record

@@ -21,13 +21,8 @@ from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime import auth
 from service_runtime.errors import ERROR_DOMAIN, status_details
-from texera.lake.v1 import (
-    registry_service_pb2,
-    registry_service_pb2_grpc,
-    warehouse_pb2,
-    warehouse_service_pb2,
-    warehouse_service_pb2_grpc,
-)
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
 
 Metadata = tuple[tuple[str, str], ...]
 #: Where the virtual environment's programs are (grpcurl, the console scripts).

@@ -32,12 +32,8 @@ from tests.integration.mesh import (
     registry_as,
     user,
 )
-from texera.lake.v1 import (
-    registry_service_pb2,
-    registry_service_pb2_grpc,
-    warehouse_pb2,
-    warehouse_service_pb2_grpc,
-)
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2_grpc
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_oauth import OAuthClient
 

@@ -35,13 +35,8 @@ from tests.integration.executions import (
     workflow,
 )
 from tests.integration.mesh import bad_fields, gateway_account, refused, user
-from texera.lake.v1 import (
-    execution_pb2,
-    execution_service_pb2,
-    registry_service_pb2,
-    warehouse_service_pb2,
-    workflow_pb2,
-)
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2, execution_service_pb2, warehouse_service_pb2, workflow_pb2
 
 pytestmark = pytest.mark.integration
 EX = execution_pb2

@@ -24,10 +24,10 @@ from tests.integration.mesh import (
     registry_as,
     user,
 )
+from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import (
     execution_service_pb2,
     execution_service_pb2_grpc,
-    registry_service_pb2,
     result_service_pb2,
     result_service_pb2_grpc,
     warehouse_service_pb2,

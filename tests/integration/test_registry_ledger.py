@@ -21,12 +21,8 @@ from tests.integration.mesh import (
     register_unit,
     user,
 )
-from texera.lake.v1 import (
-    execution_pb2,
-    registry_service_pb2,
-    warehouse_pb2,
-    warehouse_service_pb2,
-)
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2, warehouse_pb2, warehouse_service_pb2
 
 pytestmark = pytest.mark.integration
 

@@ -24,12 +24,8 @@ from tests.integration.mesh import (
     refused,
     user,
 )
-from texera.lake.v1 import (
-    registry_service_pb2_grpc,
-    warehouse_pb2,
-    warehouse_service_pb2,
-    warehouse_service_pb2_grpc,
-)
+from texera.lake.internal.v1 import registry_service_pb2_grpc
+from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,8 @@ from tests.integration.executions import (
     workflow,
 )
 from tests.integration.mesh import bad_fields, gateway_account, refused
-from texera.lake.v1 import execution_pb2, registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import execution_pb2
 
 pytestmark = pytest.mark.integration
 EX = execution_pb2

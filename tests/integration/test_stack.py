@@ -26,7 +26,7 @@ STACK_SERVICES = {
     "warehouse-service": {
         "texera.lake.v1.WarehouseService",
         "texera.lake.v1.ComputingUnitService",
-        "texera.lake.v1.RegistryService",
+        "texera.lake.internal.v1.RegistryService",
     },
     "result-service": {"texera.lake.v1.ResultService"},
 }
@@ -65,13 +65,16 @@ def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> No
 
 def test_the_gateway_describes_no_internal_service(stack: Stack) -> None:
     target = stack.target("gateway")
-    for internal in ("texera.lake.v1.RegistryService", "texera.lake.v1.BindExecutionRequest"):
+    for internal in (
+        "texera.lake.internal.v1.RegistryService",
+        "texera.lake.internal.v1.BindExecutionRequest",
+    ):
         hidden = grpcurl(target, "describe", internal, check=False)
         assert hidden.returncode != 0
         assert "not found" in hidden.stderr.lower()
     # The registry itself still describes its own API to its operators.
     registry = grpcurl(
-        stack.target("warehouse-service"), "describe", "texera.lake.v1.RegistryService"
+        stack.target("warehouse-service"), "describe", "texera.lake.internal.v1.RegistryService"
     )
     assert "rpc BindExecution" in registry.stdout
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from catalog_map.cache import CatalogMap
-from texera.lake.v1 import registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from service_runtime.redaction import REDACTED, redact, redacted_json
-from texera.lake.v1 import registry_service_pb2, warehouse_pb2, warehouse_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
 
 CANARY_KEY = "AKIACANARY0123456789"
 CANARY_SECRET = "canary-secret-6f1d9c2e7a"

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from texera.lake.v1 import registry_service_pb2 as texera_dot_lake_dot_v1_dot_registry__service__pb2
+from texera.lake.internal.v1 import registry_service_pb2 as texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in texera/lake/v1/registry_service_pb2_grpc.py depends on'
+        + ' but the generated code in texera/lake/internal/v1/registry_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -39,49 +39,49 @@ class RegistryServiceStub:
             channel: A grpc.Channel.
         """
         self.BindExecution = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/BindExecution',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/BindExecution',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
                 _registered_method=True)
         self.UpdateExecutionState = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/UpdateExecutionState',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/UpdateExecutionState',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
                 _registered_method=True)
         self.ResolveExecution = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/ResolveExecution',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/ResolveExecution',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
                 _registered_method=True)
         self.ResolveWarehouse = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/ResolveWarehouse',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/ResolveWarehouse',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
                 _registered_method=True)
         self.ListExecutionRecords = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/ListExecutionRecords',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/ListExecutionRecords',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
                 _registered_method=True)
         self.RegisterComputingUnit = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/RegisterComputingUnit',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/RegisterComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
                 _registered_method=True)
         self.HeartbeatComputingUnit = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/HeartbeatComputingUnit',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/HeartbeatComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
                 _registered_method=True)
         self.ListUnitRegistrations = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/ListUnitRegistrations',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/ListUnitRegistrations',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
                 _registered_method=True)
         self.AcquireComputingUnit = channel.unary_unary(
-                '/texera.lake.v1.RegistryService/AcquireComputingUnit',
-                request_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+                '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
                 _registered_method=True)
 
 
@@ -177,54 +177,54 @@ def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'BindExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.BindExecution,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.SerializeToString,
             ),
             'UpdateExecutionState': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateExecutionState,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.SerializeToString,
             ),
             'ResolveExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveExecution,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.SerializeToString,
             ),
             'ResolveWarehouse': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveWarehouse,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.SerializeToString,
             ),
             'ListExecutionRecords': grpc.unary_unary_rpc_method_handler(
                     servicer.ListExecutionRecords,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.SerializeToString,
             ),
             'RegisterComputingUnit': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.SerializeToString,
             ),
             'HeartbeatComputingUnit': grpc.unary_unary_rpc_method_handler(
                     servicer.HeartbeatComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.SerializeToString,
             ),
             'ListUnitRegistrations': grpc.unary_unary_rpc_method_handler(
                     servicer.ListUnitRegistrations,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.SerializeToString,
             ),
             'AcquireComputingUnit': grpc.unary_unary_rpc_method_handler(
                     servicer.AcquireComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'texera.lake.v1.RegistryService', rpc_method_handlers)
+            'texera.lake.internal.v1.RegistryService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('texera.lake.v1.RegistryService', rpc_method_handlers)
+    server.add_registered_method_handlers('texera.lake.internal.v1.RegistryService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -249,9 +249,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/BindExecution',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/BindExecution',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -276,9 +276,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/UpdateExecutionState',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/UpdateExecutionState',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -303,9 +303,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/ResolveExecution',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/ResolveExecution',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -330,9 +330,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/ResolveWarehouse',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/ResolveWarehouse',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -357,9 +357,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/ListExecutionRecords',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/ListExecutionRecords',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -384,9 +384,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/RegisterComputingUnit',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/RegisterComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -411,9 +411,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/HeartbeatComputingUnit',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/HeartbeatComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -438,9 +438,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/ListUnitRegistrations',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/ListUnitRegistrations',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -465,9 +465,9 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.v1.RegistryService/AcquireComputingUnit',
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+            '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from texera.lake.v1 import registry_service_pb2 as _registry_service_pb2
+from texera.lake.internal.v1 import registry_service_pb2 as _registry_service_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
