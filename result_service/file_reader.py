@@ -9,7 +9,8 @@ stops inside a chunk knows exactly where the next page starts.
 
 Columns are matched by Iceberg field id and converted to the table's types
 with pyiceberg's own projection (renamed or promoted columns, partition
-values, nanosecond timestamps), as pyiceberg's scans do.
+values, nanosecond timestamps), as pyiceberg's scans do, but keeping every null
+(see lake_tables.pyiceberg_arrow).
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import bind, extract_field_ids, translate_column_names
 from pyiceberg.io.pyarrow import (
-    _get_column_projection_values,
-    _pyarrow_schema_ensure_small_types,
-    _to_requested_schema,
     expression_to_pyarrow,
     pyarrow_to_schema,
     schema_to_pyarrow,
@@ -38,6 +36,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import ListType, MapType
 
 from catalog_map.credentials import RenewingFileIO
+from lake_tables.pyiceberg_arrow import column_projection_values, ensure_small_types, project
 from result_service.metrics import ROWS_READ
 
 _POSITION = "__texera_row_position"
@@ -74,6 +73,12 @@ class _FileLayout:
     missing: dict[int, object]
 
 
+def served_arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema rows of schema are served with: Arrow's 32-bit-offset string, binary
+    and list types, whatever the files hold."""
+    return ensure_small_types(schema_to_pyarrow(schema, include_field_ids=False))
+
+
 class FileReader:
     """Reads data files of one table snapshot for one projection and filter; thread-safe."""
 
@@ -100,11 +105,8 @@ class FileReader:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
-        """The schema of every chunk's rows: the projection with Arrow's 32-bit-offset string,
-        binary and list types, whatever the files hold."""
-        return _pyarrow_schema_ensure_small_types(
-            schema_to_pyarrow(self._projected, include_field_ids=False)
-        )
+        """The schema of every chunk's rows (see served_arrow_schema)."""
+        return served_arrow_schema(self._projected)
 
     @cached_property
     def _field_ids(self) -> set[int]:
@@ -131,7 +133,7 @@ class FileReader:
                 downcast_ns_timestamp_to_us=self._metadata.format_version <= 2,
                 format_version=self._metadata.format_version,
             )
-            missing = _get_column_projection_values(
+            missing = column_projection_values(
                 data_file,
                 self._projected,
                 self._table_schema,
@@ -176,7 +178,7 @@ class FileReader:
                 [kept.column(name).combine_chunks() for name in batch.schema.names],
                 schema=batch.schema,
             )
-        rows = _to_requested_schema(
+        rows = project(
             self._projected,
             layout.read_schema,
             batch,

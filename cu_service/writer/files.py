@@ -22,8 +22,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io.fileformat import FileFormatFactory
 from pyiceberg.io.pyarrow import (
-    _get_parquet_writer_kwargs,
-    _to_requested_schema,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
@@ -38,6 +36,7 @@ from cu_service.resource_limits import RESULT_BYTES_MARKER
 from cu_service.table_access import TableAccess
 from cu_service.workflow.udf import OperatorFailure, clip
 from cu_service.writer.bounds import UnwritableValue, check_bounds
+from lake_tables.pyiceberg_arrow import parquet_writer_options, project
 
 #: The schema of what write_partition yields: one pickled file description per row.
 FILES_SCHEMA = "file binary"
@@ -71,7 +70,7 @@ class _RollingParquetWriter:
         self._spec = spec
         self._io = spec.access.file_io(spec.data_location)
         self._file_schema = file_schema
-        self._writer_kwargs = _get_parquet_writer_kwargs(metadata.properties)
+        self._writer_kwargs = parquet_writer_options(metadata.properties)
         self._stats_plan = compute_statistics_plan(file_schema, metadata.properties)
         self._column_mapping = parquet_path_to_id_mapping(file_schema)
         self._writer: pq.ParquetWriter | None = None
@@ -149,7 +148,7 @@ def _write_partition(
         nonlocal pending, pending_rows
         if pending and batch_schema is not None:
             converted = [
-                _to_requested_schema(
+                project(
                     file_schema, batch_schema, batch, include_field_ids=True, format_model=_PARQUET
                 )
                 for batch in pending

@@ -1,0 +1,108 @@
+"""The one adapter to pyiceberg's private Arrow helpers, which the computing unit's writer and
+the result service's reader both need; checked against PYICEBERG_VERSION (a unit test fails
+when the installed version moves, so these are looked at again).
+
+project() is pyiceberg's projection of a record batch onto an Iceberg schema (columns matched
+by field id, renamed, cast to the Iceberg types, field ids attached), with one fix: pyiceberg
+rebuilds a list or map whose values are structs from its offsets alone, so a null one comes out
+empty, when writing and when reading (apache/iceberg-python#3833). project() puts the input's
+nulls back at every depth.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.io.pyarrow import (
+    _get_column_projection_values,
+    _get_parquet_writer_kwargs,
+    _pyarrow_schema_ensure_small_types,
+    _to_requested_schema,
+)
+from pyiceberg.schema import Schema
+from pyiceberg.types import IcebergType, ListType, MapType, StructType
+
+#: The pyiceberg release these helpers were checked against.
+PYICEBERG_VERSION = "0.12.0"
+
+column_projection_values = _get_column_projection_values
+parquet_writer_options = _get_parquet_writer_kwargs
+ensure_small_types = _pyarrow_schema_ensure_small_types
+
+
+def project(
+    requested: Schema, file_schema: Schema, batch: pa.RecordBatch, **options: Any
+) -> pa.RecordBatch:
+    """batch (whose columns are file_schema's) as requested's columns; options are those of
+    pyiceberg's _to_requested_schema."""
+    projected = _to_requested_schema(requested, file_schema, batch, **options)
+    names = set(batch.schema.names)
+    columns = []
+    for index, field in enumerate(requested.fields):
+        column = projected.column(index)
+        source = _file_name(file_schema, field.field_id)
+        if source in names:
+            column = _with_nulls_of(field.field_type, column, batch.column(source), file_schema)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=projected.schema)
+
+
+def _file_name(file_schema: Schema, field_id: int) -> str | None:
+    try:
+        return file_schema.find_field(field_id).name
+    except ValueError:  # not in the file: projected as nulls or a default
+        return None
+
+
+def _has_list_or_map(kind: IcebergType) -> bool:
+    if isinstance(kind, ListType | MapType):
+        return True
+    if isinstance(kind, StructType):
+        return any(_has_list_or_map(field.field_type) for field in kind.fields)
+    return False
+
+
+def _with_nulls_of(
+    kind: IcebergType, projected: pa.Array, source: pa.Array, file_schema: Schema
+) -> pa.Array:
+    """projected, with the nulls of source (the same values before projection) in its lists
+    and maps, at every depth."""
+    if not _has_list_or_map(kind):
+        return projected  # structs and primitives keep their nulls
+    if isinstance(kind, StructType):
+        children = []
+        for index, field in enumerate(kind.fields):
+            child = projected.field(index)
+            name = _file_name(file_schema, field.field_id)
+            if name is not None and source.type.get_field_index(name) >= 0:
+                child = _with_nulls_of(field.field_type, child, source.field(name), file_schema)
+            children.append(child)
+        return pa.StructArray.from_arrays(
+            children, fields=list(projected.type), mask=source.is_null()
+        )
+    offsets, projected_children = _cut(projected)
+    source_offsets, source_children = _cut(source)
+    if not offsets.cast(pa.int64()).equals(source_offsets.cast(pa.int64())):
+        raise ValueError("the projection of a list or map moved its values")
+    if isinstance(kind, ListType):
+        [values], [source_values] = projected_children, source_children
+        values = _with_nulls_of(kind.element_type, values, source_values, file_schema)
+        return type(projected).from_arrays(
+            offsets, values, type=projected.type, mask=source.is_null()
+        )
+    assert isinstance(kind, MapType)
+    [keys, items], [source_keys, source_items] = projected_children, source_children
+    keys = _with_nulls_of(kind.key_type, keys, source_keys, file_schema)
+    items = _with_nulls_of(kind.value_type, items, source_items, file_schema)
+    return pa.MapArray.from_arrays(offsets, keys, items, type=projected.type, mask=source.is_null())
+
+
+def _cut(array: pa.Array) -> tuple[pa.Array, list[pa.Array]]:
+    """The offsets of a list or map array, new and from 0, and its children cut to what they
+    reach: Arrow builds no array with a mask from a slice's offsets."""
+    offsets = array.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    children = [array.keys, array.items] if isinstance(array, pa.MapArray) else [array.values]
+    return pc.subtract(offsets, offsets[0]), [child.slice(start, end - start) for child in children]

@@ -1,0 +1,95 @@
+"""The adapter to pyiceberg's private Arrow helpers: it keeps every null that pyiceberg's own
+projection turns into an empty list or map, and it fails loudly once pyiceberg moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg import __version__ as pyiceberg_version
+from pyiceberg.io.fileformat import FileFormatFactory
+from pyiceberg.io.pyarrow import (
+    _ConvertToIcebergWithoutIDs,
+    _to_requested_schema,
+    pyarrow_to_schema,
+    visit_pyarrow,
+)
+from pyiceberg.manifest import FileFormat
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+
+from lake_tables.pyiceberg_arrow import PYICEBERG_VERSION, project
+
+POINT = pa.struct([("x", pa.int32()), ("label", pa.string())])
+ROWS = pa.table(
+    {
+        "id": pa.array([0, 1, 2, 3, 4], pa.int64()),
+        "points": pa.array([None, [{"x": 1, "label": "a"}], [None], [], None], pa.list_(POINT)),
+        "shapes": pa.array(
+            [None, [("a", {"x": None, "label": None})], [("b", None)], [], None],
+            pa.map_(pa.string(), POINT),
+        ),
+        "grid": pa.array([None, [None, [1]], [[]], [], [None]], pa.list_(pa.list_(pa.int32()))),
+        "nest": pa.array(
+            [
+                None,
+                {"inner": None, "items": [None], "tags": {"t": None}},
+                {"inner": {"v": 1}, "items": None, "tags": None},
+                {"inner": None, "items": [], "tags": {}},
+                {"inner": {"v": None}, "items": [{"q": None}], "tags": None},
+            ],
+            pa.struct(
+                [
+                    ("inner", pa.struct([("v", pa.int32())])),
+                    ("items", pa.list_(pa.struct([("q", pa.int8())]))),
+                    ("tags", pa.map_(pa.string(), pa.string())),
+                ]
+            ),
+        ),
+    }
+)
+PARQUET = FileFormatFactory.get(FileFormat.PARQUET)
+
+
+def _schemas(table: pa.Table) -> tuple[Schema, Schema]:
+    """The Iceberg schema of a table made from these rows, and the rows' own schema."""
+    schema = assign_fresh_schema_ids(visit_pyarrow(table.schema, _ConvertToIcebergWithoutIDs()))
+    return schema, pyarrow_to_schema(table.schema, name_mapping=schema.name_mapping)
+
+
+def test_the_adapter_was_checked_against_the_installed_pyiceberg() -> None:
+    """When this fails, pyiceberg moved: check that its private helpers still do what
+    lake_tables.pyiceberg_arrow expects (and whether #3833 is fixed), then move the pin."""
+    assert pyiceberg_version == PYICEBERG_VERSION
+
+
+def test_pyiceberg_alone_still_turns_null_lists_of_structs_into_empty_ones() -> None:
+    """What the adapter works around; when this fails, pyiceberg fixed it and project() can
+    call it directly."""
+    schema, rows_schema = _schemas(ROWS)
+    batch = ROWS.to_batches()[0]
+    projected = _to_requested_schema(
+        schema, rows_schema, batch, include_field_ids=True, format_model=PARQUET
+    )
+    assert projected.column("points").to_pylist()[0] == []
+
+
+@pytest.mark.parametrize("start", [0, 1, 3])
+def test_writing_keeps_every_null_at_every_depth(tmp_path: Any, start: int) -> None:
+    schema, rows_schema = _schemas(ROWS)
+    batch = ROWS.to_batches()[0].slice(start)
+    projected = project(schema, rows_schema, batch, include_field_ids=True, format_model=PARQUET)
+    assert projected.to_pylist() == batch.to_pylist()
+    assert projected.schema.field("points").metadata == {b"PARQUET:field_id": b"2"}
+    pq.write_table(pa.Table.from_batches([projected]), tmp_path / "rows.parquet")
+    assert pq.read_table(tmp_path / "rows.parquet").to_pylist() == batch.to_pylist()
+
+
+def test_reading_keeps_every_null_of_a_projection() -> None:
+    schema, _ = _schemas(ROWS)
+    wanted = schema.select("nest", "points")
+    batch = ROWS.to_batches()[0].slice(1)
+    projected = project(wanted, schema, batch)
+    assert projected.schema.names == ["points", "nest"]  # in the table's order
+    assert projected.to_pylist() == batch.select(["points", "nest"]).to_pylist()
