@@ -2,7 +2,8 @@
 
 Every read resolves the execution through the registry with the caller's
 token, so the owner check happens there: another user's execution, or one
-whose warehouse was deleted, is NOT_FOUND. The warehouse's catalog comes from
+whose warehouse was deleted, is NOT_FOUND; the execution's state decides which of its
+outputs may be seen (see visibility). The warehouse's catalog comes from
 the catalog map. Blocking catalog and storage work runs on the service's
 reader threads, and what it raises is turned into a status here: a catalog
 that does not answer is UNAVAILABLE (CATALOG_UNAVAILABLE), storage that does
@@ -28,6 +29,7 @@ from pyiceberg.table import Table
 from catalog_map.cache import CatalogMap, catalog_unavailable
 from catalog_map.registry import RegistryReader
 from result_service.plan import RowLevelDeletesError
+from result_service.visibility import visible_output
 from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2
@@ -46,12 +48,8 @@ class Resolved:
         return self.binding.warehouse_id
 
     def output(self, operator_id: str) -> execution_pb2.ExecutionOutput:
-        for output in self.execution.outputs:
-            if output.operator_id == operator_id:
-                return output
-        raise not_found(
-            Resource.RESULT, f"{operator_id} of execution {self.execution.execution_id}"
-        )
+        """The output, if its execution's state lets readers see it (see visibility)."""
+        return visible_output(self.execution, operator_id)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from catalog_map.settings import new_catalog_map
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from result_service import snapshots, telemetry
 from result_service.access import Resolved, ResultAccess, storage_failures
+from result_service.file_reader import served_arrow_schema
 from result_service.json_rows import to_structs
 from result_service.metrics import OPEN_STREAMS
 from result_service.plan import PlanCache
@@ -26,11 +27,12 @@ from result_service.rows import OpenedRows, RowReads, RowRequest
 from result_service.settings import ResultServiceSettings
 from result_service.streaming import EncodedStream
 from result_service.tokens import OffsetTokens, RowTokens
+from result_service.visibility import StillVisible, visible_outputs
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError
 from service_runtime.identifiers import IDENTIFIER
 from service_runtime.pagination import fingerprint, page_size
-from texera.lake.v1 import result_pb2, result_service_pb2, result_service_pb2_grpc
+from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, result_service_pb2_grpc
 
 log = logging.getLogger("result_service")
 rs = result_service_pb2
@@ -98,7 +100,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         offset, _ = self._result_list_tokens.read(request.page_token, request_fingerprint)
         access = self._ready
         resolved = await access.resolve(request.execution_id)
-        outputs = sorted(resolved.execution.outputs, key=lambda output: output.operator_id)
+        outputs = sorted(visible_outputs(resolved.execution), key=lambda output: output.operator_id)
         page = outputs[offset : offset + size]
         results = await asyncio.gather(*(self._describe(resolved, o, None) for o in page))
         return rs.ListResultsResponse(
@@ -227,6 +229,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
                 request, violations, batch_rows=batch_rows, bulk=True
             )
             stream = EncodedStream(
+                schema=served_arrow_schema(opened.options.projected),
                 scan=opened.scan,
                 start=opened.start,
                 snapshot_id=opened.snapshot_id,
@@ -237,17 +240,26 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
                 limit=request.limit,
                 files_at_once=self._settings.read_ahead_files,
             )
+            still_visible = StillVisible(
+                resolved.execution,
+                request.operator_id,
+                lambda: self._execution_now(request.execution_id),
+                self._settings.visibility_recheck_seconds,
+            )
             with storage_failures(resolved.warehouse_id):
-                async for message in self._send(stream):
+                async for message in self._send(stream, still_visible):
                     yield message
         finally:
             self._streams -= 1
             OPEN_STREAMS.dec()
 
+    async def _execution_now(self, execution_id: str) -> execution_pb2.Execution:
+        return (await self._ready.resolve(execution_id)).execution
+
     @staticmethod
-    async def _send(stream: EncodedStream) -> AsyncIterator[bytes]:
+    async def _send(stream: EncodedStream, still_visible: StillVisible) -> AsyncIterator[bytes]:
         """The stream's messages, each encoded on a thread of the stream's own while the one
-        before it is sent."""
+        before it is sent; none once its execution's results may no longer be seen."""
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(1, thread_name_prefix="result-stream") as encoder:
             messages = stream.messages()
@@ -255,6 +267,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
             try:
                 while (message := await upcoming) is not None:
                     upcoming = loop.run_in_executor(encoder, next, messages, None)
+                    await still_visible.confirm()
                     yield message
             finally:
                 await asyncio.wait([upcoming])

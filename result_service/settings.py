@@ -46,6 +46,13 @@ class ResultServiceSettings(WarehouseClientSettings):
         "Scan plans (the ordered data files of one snapshot and filter) kept for paging.",
         scoped=True,
     )
+    visibility_recheck_seconds: float = setting(
+        "VISIBILITY_RECHECK_SECONDS",
+        1.0,
+        "How often a stream of a running execution asks the registry whether its rows may "
+        "still be seen (it stops once the execution failed or was cancelled).",
+        scoped=True,
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -57,4 +64,8 @@ class ResultServiceSettings(WarehouseClientSettings):
         if self.read_threads < 1 or self.max_streams < 1:
             raise ConfigError(
                 "TEXERA_LAKE_RESULT_READ_THREADS and TEXERA_LAKE_RESULT_MAX_STREAMS must be at least 1"
+            )
+        if not 0 < self.visibility_recheck_seconds <= 60:
+            raise ConfigError(
+                "TEXERA_LAKE_RESULT_VISIBILITY_RECHECK_SECONDS must be more than 0 and at most 60"
             )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from pyiceberg.io.pyarrow import _pyarrow_schema_ensure_small_types, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from lake_tables.naming import EXECUTION_ID
+from result_service.file_reader import served_arrow_schema
 from service_runtime.errors import Resource, not_found
 from texera.lake.v1 import result_pb2
 
@@ -61,7 +61,7 @@ def schema_at(table: Table, snapshot: Snapshot | None) -> Schema:
 
 
 def columns(schema: Schema) -> list[result_pb2.ResultColumn]:
-    arrow = _pyarrow_schema_ensure_small_types(schema_to_pyarrow(schema, include_field_ids=False))
+    arrow = served_arrow_schema(schema)
     return [
         result_pb2.ResultColumn(
             name=field.name,

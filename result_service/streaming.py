@@ -59,6 +59,8 @@ def encode_response(
 
 @dataclass
 class EncodedStream:
+    #: The rows' schema, sent first even when there are no rows.
+    schema: pa.Schema
     scan: Scan | None
     start: Position
     snapshot_id: int
@@ -77,8 +79,7 @@ class EncodedStream:
 
     def messages(self) -> Iterator[bytes]:
         """The schema, a message per record batch, the end marker; blocking."""
-        schema = self.scan.arrow_schema if self.scan is not None else pa.schema([])
-        yield encode_response(arrow_ipc.schema_message(schema), 0, self.snapshot_id, "")
+        yield encode_response(arrow_ipc.schema_message(self.schema), 0, self.snapshot_id, "")
         resume = ""
         if self.scan is not None and self._prefetcher is not None:
             resume = yield from self._batches(self.scan, self._prefetcher.items())

@@ -96,6 +96,7 @@ class OutputWriter:
             properties={**self._properties, "texera.operator-id": operator_id},
         )
         output.location = table.location()
+        self._on_progress(output)  # listed from now on, even if it ends with no rows
         spec = WriteSpec(
             access=TableAccess.of(self._catalog, table),
             operator_id=operator_id,

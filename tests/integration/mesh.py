@@ -227,3 +227,12 @@ def grpcurl(
         check=check,
         timeout=timeout,
     )
+
+
+def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
+    """The reason and metadata of an error's ErrorInfo details; ("", {}) without one."""
+    for detail in status_details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason, dict(info.metadata)
+    return "", {}

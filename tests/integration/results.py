@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,22 @@ class ResultClient:
     def console(self, execution_id: str, **fields: Any) -> rs.ListConsoleMessagesResponse:
         request = rs.ListConsoleMessagesRequest(execution_id=execution_id, **fields)
         return self.stub.ListConsoleMessages(request, metadata=self.metadata, timeout=60)
+
+
+def first_commit(results: ResultClient, execution_id: str, operator_id: str) -> result_pb2.Snapshot:
+    """The output's first snapshot, once it is committed."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            listed = results.snapshots(execution_id, operator_id)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:  # not committed yet
+                raise
+        else:
+            if listed:
+                return listed[0]
+        time.sleep(0.2)
+    raise AssertionError("the output was never committed")
 
 
 def arrow_table(messages: list[rs.StreamResultResponse]) -> pa.Table:

@@ -21,7 +21,7 @@ from lake_client.executions import state_name
 from lake_client.result_stream import ResultStream
 from tests.integration.executions import UnitClient, new_user, udf, unit_as, workflow
 from tests.integration.mesh import bad_fields, refused, user
-from tests.integration.results import ResultClient, arrow_table, results_like
+from tests.integration.results import ResultClient, arrow_table, first_commit, results_like
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, warehouse_service_pb2
 
 pytestmark = pytest.mark.integration
@@ -388,7 +388,7 @@ def test_snapshots_and_time_travel_while_an_execution_appends(short_lived_stack:
         ]
     )
     execution = unit.submit(warehouse_id, flow)
-    first_snapshot = _first_commit(results, execution.execution_id, "slow")
+    first_snapshot = first_commit(results, execution.execution_id, "slow")
 
     chains: list[tuple[list[int], set[int]]] = []
     while state_name(unit.get(execution.execution_id)) not in ("SUCCEEDED", "FAILED"):
@@ -444,23 +444,6 @@ def test_snapshots_and_time_travel_while_an_execution_appends(short_lived_stack:
         )
     )
     assert missing.code() == grpc.StatusCode.NOT_FOUND
-
-
-def _first_commit(
-    results: ResultClient, execution_id: str, operator_id: str
-) -> result_pb2.Snapshot:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            listed = results.snapshots(execution_id, operator_id)
-        except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.NOT_FOUND:  # not committed yet
-                raise
-        else:
-            if listed:
-                return listed[0]
-        time.sleep(0.2)
-    raise AssertionError("the output was never committed")
 
 
 # Statistics and console messages ---------------------------------------------------
