@@ -4,6 +4,7 @@ console messages and statistics stay readable."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,17 +22,22 @@ from tests.integration.results import ResultClient, arrow_table, first_commit, r
 from texera.lake.v1 import result_pb2
 
 pytestmark = pytest.mark.integration
+#: TEXERA_LAKE_RESULT_VISIBILITY_RECHECK_SECONDS of the tests' stack (the default).
+VISIBILITY_RECHECK_SECONDS = 1.0
 
-ROWS = 1_000
+#: Rows of output 'first' of the execution that is cancelled: enough for a stream of many
+#: messages that flow control holds back while the client waits.
+ROWS = 1_000_000
+STREAM_BATCH_ROWS = 500
 
 
-def _two_outputs(second_code: str) -> Any:
+def _two_outputs(second_code: str, rows: int) -> Any:
     """'first' is committed, then 'second' runs second_code over it."""
     return workflow(
         [
             {
                 "operator_id": "first",
-                "range_source": {"end": ROWS, "partitions": 1},
+                "range_source": {"end": rows, "partitions": 1},
                 "materialize": True,
             },
             {
@@ -115,14 +121,23 @@ def _committed_while_running(
 def test_failed_and_cancelled_executions_show_no_row_anywhere(stack: Stack) -> None:
     unit, warehouse_id, _ = new_user(stack, "withdrawn")
     results = results_like(stack, unit)
-    cancelled = unit.submit(warehouse_id, _two_outputs(WAITS)).execution_id
-    failing = unit.submit(warehouse_id, _two_outputs(RAISES)).execution_id
+    cancelled = unit.submit(warehouse_id, _two_outputs(WAITS, ROWS)).execution_id
+    failing = unit.submit(warehouse_id, _two_outputs(RAISES, 1_000)).execution_id
 
-    # Cancelled after its first output was committed and read, a page token in hand.
+    # Cancelled after its first output was committed and read, with a page token in hand and
+    # a stream begun.
     snapshot, page_token = _committed_while_running(unit, results, cancelled)
+    stream = results.open_stream(cancelled, "first", max_batch_rows=STREAM_BATCH_ROWS)
+    streamed = [next(stream), next(stream)]  # the schema and a first batch
     unit.cancel(cancelled, "enough")
     ended = unit.finish(cancelled, timeout=120)
     assert state_name(ended) == "CANCELLED"
+    time.sleep(VISIBILITY_RECHECK_SECONDS + 0.5)
+    with pytest.raises(grpc.RpcError) as stopped:
+        streamed += list(stream)
+    assert stopped.value.code() == grpc.StatusCode.NOT_FOUND
+    assert reason_of(stopped.value) == ("RESULT_NOT_FOUND", {"execution_state": "CANCELLED"})
+    assert sum(message.row_count for message in streamed) < ROWS
     _shows_no_row(results, cancelled, snapshot, page_token, "CANCELLED")
     _telemetry_stays(results, cancelled, "execution cancelled")
 
