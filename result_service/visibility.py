@@ -39,7 +39,7 @@ def visible_output(
         error = not_found(
             Resource.RESULT,
             _name(execution, operator_id),
-            f"the execution {state.lower()}, so none of its results are served; its console "
+            f"its execution ended {state}, so none of its results are served; its console "
             "messages say why",
         )
         error.metadata["execution_state"] = state

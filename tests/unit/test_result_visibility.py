@@ -48,7 +48,7 @@ def test_other_states_show_nothing_whatever_the_ledger_lists(
     assert "result a of execution e1 not found" in raised.value.message
     assert raised.value.metadata.get("execution_state") == shown_state
     if shown_state is not None:
-        assert f"the execution {shown_state.lower()}" in raised.value.message
+        assert f"its execution ended {shown_state}" in raised.value.message
 
 
 def test_an_unknown_output_is_not_found() -> None:
