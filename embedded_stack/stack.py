@@ -37,7 +37,7 @@ import grpc
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
-from embedded_stack.secrets import StackSecrets
+from embedded_stack.secrets import S3_ADMIN_KEY_FILE, StackSecrets
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
@@ -185,7 +185,7 @@ class Stack:
         #: units may not enter.
         digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
         self.unit_root = Path(tempfile.gettempdir(), f"texera-lake-units-{digest}")
-        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir)
+        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir, self.state_dir / S3_ADMIN_KEY_FILE)
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
@@ -484,6 +484,7 @@ class Stack:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+        self.s3.forget_admin_key()
         shutil.rmtree(self.unit_root, ignore_errors=True)
         (self.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
 
