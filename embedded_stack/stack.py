@@ -8,7 +8,8 @@ too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
 JWT secret, the catalog's encryption key, the signing keys) are generated into
 files of mode 0600 in the state dir and never printed; each part gets only its
-own, in files (see embedded_stack.secrets). The registry is the development
+own, in files (see embedded_stack.secrets). The S3 endpoint's administrator key is there too
+while the stack runs, for `texera-lake dev user`. The registry is the development
 catalog's one OAuth2 client and bootstraps the catalog, which makes it the
 catalog's admin.
 The state dir is the stack's user's alone (run as root: and the embedded
