@@ -26,6 +26,8 @@ from service_runtime.auth import mint_token
 def user(args: argparse.Namespace) -> None:
     """Provisions a bucket, access key and role for a user of the embedded stack and prints
     them as JSON with a token for that user (the secret key is shown this once)."""
+    if not args.name.strip():
+        raise CliError("a user needs a name")
     endpoints = stack_endpoints(args.state_dir)
     secret = read_state(args.state_dir, JWT_SECRET_FILE).strip()
     try:

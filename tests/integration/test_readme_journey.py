@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -53,6 +54,7 @@ def _documents(text: str) -> list[object]:
 
 
 def test_the_readme_journey_runs_as_written(stack: Stack, tmp_path: Path) -> None:
+    assert shutil.which("jq"), "the README's journey uses jq (Debian: apt-get install jq)"
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / ".stack").symlink_to(stack.state_dir)
     run = subprocess.run(
@@ -67,13 +69,21 @@ def test_the_readme_journey_runs_as_written(stack: Stack, tmp_path: Path) -> Non
     out = run.stdout
 
     assert "texera.lake.v1.WarehouseService" in out  # the reflection list
+    logs = [
+        path.read_text(errors="replace")
+        for folder in (stack.log_dir, stack.unit_root / "logs")
+        for path in folder.rglob("*")
+        if path.is_file()
+    ]
     for name in ("alice", "bob"):
-        # The keys are the user's alone, and the secret was printed into that file only.
+        # The keys are the user's alone: the secret was printed into that file only.
         saved = tmp_path / f"{name}.json"
         assert stat.S_IMODE(saved.stat().st_mode) == 0o600
         user = json.loads(saved.read_text())
         assert user["user_id"] == name
-        assert user["credentials"]["secret_access_key"] not in out + run.stderr
+        secret = user["credentials"]["secret_access_key"]
+        assert secret not in out + run.stderr
+        assert not [log for log in logs if secret in log]
 
     documents = _documents(out)
     shared = [d for d in documents if isinstance(d, dict) and "computing_unit" in d]
