@@ -14,6 +14,7 @@ import pytest
 
 from embedded_stack.stack import Stack
 from tests.conftest import ROOT
+from tests.integration.executions import SHARED_UNIT_OWNER, share_unit
 from tests.integration.mesh import BIN
 
 pytestmark = pytest.mark.integration
@@ -24,6 +25,8 @@ CLIENT = ROOT / "clients" / "typescript"
 def test_the_typescript_client_runs_the_journey(stack: Stack) -> None:
     subprocess.run(["npm", "run", "--silent", "client:build"], cwd=ROOT, check=True, timeout=300)
     name = f"ts-{uuid.uuid4().hex[:6]}"
+    unit = stack.unit_for(SHARED_UNIT_OWNER)  # no unit of its own to start
+    share_unit(stack, unit.unit_id, SHARED_UNIT_OWNER, name)
     user = subprocess.run(
         [str(BIN / "texera-lake"), "--state-dir", str(stack.state_dir), "dev", "user", name],
         capture_output=True,
@@ -32,7 +35,7 @@ def test_the_typescript_client_runs_the_journey(stack: Stack) -> None:
         timeout=60,
     ).stdout
     run = subprocess.run(
-        ["node", str(CLIENT / "dist" / "journey.js")],
+        ["node", str(CLIENT / "dist" / "journey.js"), unit.unit_id],
         input=user,
         capture_output=True,
         text=True,

@@ -4,9 +4,11 @@
 //
 // Input on stdin: the JSON that `texera-lake dev user NAME` prints (the gateway's address, the
 // user's token, a bucket's storage profile and keys), so that no secret is on a command line.
-// Output on stdout: one JSON object per step.
+// The one argument, if any, is a computing unit of the user's (or shared with the user) to run
+// on; without it the workflow runs on the user's default unit. Output on stdout: one JSON
+// object per step.
 //
-//   texera-lake dev user carol | node clients/typescript/dist/journey.js
+//   texera-lake dev user carol | node clients/typescript/dist/journey.js [unit id]
 
 import { create, fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
@@ -96,8 +98,13 @@ async function main(): Promise<void> {
   const warehouseId = warehouse!.warehouseId;
   report("warehouse", { warehouse_id: warehouseId });
 
+  const submission: JsonObject = {
+    warehouse_id: warehouseId,
+    computing_unit_id: process.argv[2] ?? "",
+    workflow: WORKFLOW,
+  };
   const { execution } = await executions.submitExecution(
-    fromJson(SubmitExecutionRequestSchema, { warehouse_id: warehouseId, workflow: WORKFLOW }),
+    fromJson(SubmitExecutionRequestSchema, submission),
     { timeoutMs: 5 * MINUTES },
   );
   const executionId = execution!.executionId;
@@ -142,7 +149,7 @@ async function main(): Promise<void> {
 
   // A row value with no kind, as protobufjs sends one when it drops a field name it does not
   // know: refused, and the details say which field.
-  const careless = fromJson(SubmitExecutionRequestSchema, { warehouse_id: warehouseId, workflow: WORKFLOW });
+  const careless = fromJson(SubmitExecutionRequestSchema, submission);
   const prices = careless.workflow!.operators.find((op) => op.operatorId === "prices")!;
   if (prices.kind.case !== "inlineSource") throw new Error("the workflow has no inline source");
   prices.kind.value.rows[0].values[1] = create(ValueSchema);
