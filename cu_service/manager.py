@@ -427,7 +427,8 @@ class ExecutionManager:
                 self._show_progress(local, counts)
 
     def _show_progress(self, local: LocalExecution, counts: StageCounts) -> None:
-        if not local.terminal and counts.differs_from(local.execution.progress):
+        shown = StageCounts.shown_in(local.execution.progress)
+        if not local.terminal and (counts := counts.after(shown)) != shown:
             counts.copy_to(local.execution.progress)
             self._changed(local)
 
@@ -547,5 +548,6 @@ class _LoopReporter:
         state: execution_pb2.ExecutionState.ValueType,
         error: execution_pb2.ExecutionError | None,
     ) -> None:
-        counts = stage_counts(self.manager.spark_context, self.local.group, final=True)
+        succeeded = state == EX.EXECUTION_STATE_SUCCEEDED
+        counts = stage_counts(self.manager.spark_context, self.local.group, final=succeeded)
         self.loop.call_soon_threadsafe(self.manager.mark_finished, self.local, state, error, counts)

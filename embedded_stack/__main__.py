@@ -43,8 +43,9 @@ def _print_endpoints(stack: Stack) -> None:
         "\nTry it:\n"
         f"  {cli} --user demo executions\n"
         f"  {cli} --user demo results <execution id>\n"
-        f"  TOKEN=$({cli} token --user alice)\n"
-        f'  grpcurl -plaintext -H "authorization: Bearer $TOKEN" {gateway} list\n'
+        f"  (umask 077 && {cli} dev user alice >alice.json)  # a bucket, keys, role, token\n"
+        f'  grpcurl -plaintext -H "authorization: Bearer $(jq -r .token alice.json)" {gateway} list\n'
+        "The README's grpcurl journey goes on from there, for two users.\n"
         "\nPress Ctrl-C to stop.",
         flush=True,
     )

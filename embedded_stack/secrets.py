@@ -22,6 +22,8 @@ GATEWAY_KEY_FILE = "gateway-signing-key.pem"
 REGISTRY_KEY_FILE = "registry-signing-key.pem"
 DATABASE_PASSWORD_FILE = "database-password"  # noqa: S105 - a file name, not a secret
 CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
+#: The S3 endpoint's administrator key, there while the stack runs (new at each start).
+S3_ADMIN_KEY_FILE = "s3-admin-key"
 
 
 def _kept(path: Path, make: Callable[[], str]) -> str:

@@ -8,7 +8,8 @@ too, keeping the two consistent. The endpoints are written to
 ``<state dir>/stack.json`` for the CLI and tests. Secrets the parts share (the
 JWT secret, the catalog's encryption key, the signing keys) are generated into
 files of mode 0600 in the state dir and never printed; each part gets only its
-own, in files (see embedded_stack.secrets). The registry is the development
+own, in files (see embedded_stack.secrets). The S3 endpoint's administrator key is there too
+while the stack runs, for `texera-lake dev user`. The registry is the development
 catalog's one OAuth2 client and bootstraps the catalog, which makes it the
 catalog's admin.
 The state dir is the stack's user's alone (run as root: and the embedded
@@ -37,7 +38,7 @@ import grpc
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
-from embedded_stack.secrets import StackSecrets
+from embedded_stack.secrets import S3_ADMIN_KEY_FILE, StackSecrets
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
@@ -185,7 +186,7 @@ class Stack:
         #: units may not enter.
         digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
         self.unit_root = Path(tempfile.gettempdir(), f"texera-lake-units-{digest}")
-        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir)
+        self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir, self.state_dir / S3_ADMIN_KEY_FILE)
         self.database_url = ""
         self.catalog_database_url = ""
         self._processes: list[ManagedProcess] = []
@@ -484,6 +485,7 @@ class Stack:
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+        self.s3.forget_admin_key()
         shutil.rmtree(self.unit_root, ignore_errors=True)
         (self.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
 

@@ -42,7 +42,7 @@ def as_json(message: Message) -> str:
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:
-    filled = width * done // total if total else 0
+    filled = width * min(max(done, 0), total) // total if total > 0 else 0
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 

@@ -27,8 +27,24 @@ API_DESCRIPTOR_SET = Path(texera.lake.__file__).parent / "api_descriptor_set.bin
 SERVICE_NAME: str = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
 
 
+def _without_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+    for message in messages:
+        for field in (*message.field, *message.extension):
+            field.ClearField("json_name")
+        _without_json_names(message.nested_type)
+
+
 def _api_files() -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    """The API's files; each field without the JSON name protoc's descriptor sets spell out.
+
+    Clients that print JSON from reflected descriptors (grpcurl) print a field's JSON name
+    when it is given and its proto name otherwise; the proto names are the ones the API's
+    documentation and the README's journeys use (and that those clients always accept)."""
     descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(API_DESCRIPTOR_SET.read_bytes())
+    for file in descriptor_set.file:
+        _without_json_names(file.message_type)
+        for extension in file.extension:
+            extension.ClearField("json_name")
     return {file.name: file for file in descriptor_set.file}
 
 

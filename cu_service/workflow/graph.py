@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+from google.protobuf import struct_pb2
 
 from service_runtime.errors import FieldViolations
 from service_runtime.identifiers import IDENTIFIER
@@ -29,6 +31,8 @@ _ARITY: dict[str, int | tuple[int, None]] = {
 }
 
 Check = Callable[[FieldViolations, str, str, workflow_pb2.Operator], None]
+#: Inline values of no kind named one by one; past that, only counted.
+_NAMED_EMPTY_VALUES = 10
 
 
 def _arity_problem(kind: str, count: int) -> str | None:
@@ -56,16 +60,50 @@ def _columns(
         )
 
 
+def _first_empty(values: Iterable[tuple[struct_pb2.Value, str]]) -> str | None:
+    """The path of the first value (or value within it) that has no kind set.
+
+    A value of no kind is never what a client meant (a null is ``null_value``), but it is what
+    one sends when its protobuf library drops a field name it does not know: protobufjs with
+    ``keepCase: true`` drops ``number_value``, and the rows would be written as nulls."""
+    for value, path in values:
+        kind = value.WhichOneof("kind")
+        if kind is None:
+            return path
+        if kind == "list_value":
+            items = value.list_value.values
+            inner = ((v, f"{path}.list_value.values[{i}]") for i, v in enumerate(items))
+        elif kind == "struct_value":
+            fields = value.struct_value.fields
+            inner = ((v, f"{path}.struct_value.fields[{k!r}]") for k, v in fields.items())
+        else:
+            continue
+        if found := _first_empty(inner):
+            return found
+    return None
+
+
 def _inline(violations: FieldViolations, path: str, who: str, op: workflow_pb2.Operator) -> None:
     source = op.inline_source
     violations.check(bool(source.columns), f"{path}.columns", f"{who}: needs at least one column")
     _columns(violations, f"{path}.columns", who, list(source.columns))
+    empty: list[str] = []
     for index, row in enumerate(source.rows):
         if len(row.values) != len(source.columns):
             violations.add(
                 f"{path}.rows[{index}]",
                 f"{who}: row {index} has {len(row.values)} values for {len(source.columns)} columns",
             )
+        where = f"{path}.rows[{index}].values"
+        if found := _first_empty((v, f"{where}[{i}]") for i, v in enumerate(row.values)):
+            empty.append(found)
+    for found in empty[:_NAMED_EMPTY_VALUES]:
+        violations.add(found, f"{who}: a value with no kind set; a null is null_value")
+    if len(empty) > _NAMED_EMPTY_VALUES:
+        violations.add(
+            f"{path}.rows",
+            f"{who}: {len(empty) - _NAMED_EMPTY_VALUES} more rows hold values with no kind set",
+        )
 
 
 def _range(violations: FieldViolations, path: str, who: str, op: workflow_pb2.Operator) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import secrets
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -70,13 +69,50 @@ def policy(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
-class S3Endpoint:
-    """moto behind its gate on host:port."""
+def read_admin_key(path: Path) -> AccessKey:
+    """The administrator's key, as the endpoint's process wrote it into path (mode 0600)."""
+    key = json.loads(path.read_text())
+    return AccessKey(key["access_key_id"], key["secret_access_key"])
 
-    def __init__(self, host: str, port: int, log_dir: Path) -> None:
+
+@dataclass(frozen=True)
+class S3Admin:
+    """The administrator of a running S3 endpoint: makes buckets and the keys that use them."""
+
+    endpoint: str
+    key: AccessKey
+
+    def iam(self) -> IAMClient:
+        """An IAM client signed by the administrator."""
+        return boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=self.key.access_key_id,
+            aws_secret_access_key=self.key.secret_access_key,
+        )
+
+    def s3(self) -> S3Client:
+        """An S3 client signed by the administrator."""
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=self.key.access_key_id,
+            aws_secret_access_key=self.key.secret_access_key,
+        )
+
+
+class S3Endpoint:
+    """moto behind its gate on host:port. Its administrator's key is kept in admin_key_file
+    (mode 0600) while it runs: moto keeps it in memory only, and whoever provisions buckets
+    from another process (``texera-lake dev user``) reads it there."""
+
+    def __init__(self, host: str, port: int, log_dir: Path, admin_key_file: Path) -> None:
         self.host = host
         self.port = port
         self.log_dir = log_dir
+        self.admin_key_file = admin_key_file
         self.admin: AccessKey | None = None
 
     @property
@@ -84,14 +120,17 @@ class S3Endpoint:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0) -> list[ManagedProcess]:
-        with tempfile.TemporaryDirectory() as private:  # mode 0700
-            admin_key_file = Path(private) / "admin-key"
-            gate = self._start_gate(admin_key_file, timeout)
-            key = json.loads(admin_key_file.read_text())
-        self.admin = AccessKey(key["access_key_id"], key["secret_access_key"])
+        self.admin_key_file.unlink(missing_ok=True)  # a previous run's key is void
+        gate = self._start_gate(timeout)
+        self.admin = read_admin_key(self.admin_key_file)
         return [gate]
 
-    def _start_gate(self, admin_key_file: Path, timeout: float) -> ManagedProcess:
+    def forget_admin_key(self) -> None:
+        """Removes the administrator's key file (once the endpoint is stopped)."""
+        self.admin_key_file.unlink(missing_ok=True)
+        self.admin = None
+
+    def _start_gate(self, timeout: float) -> ManagedProcess:
         gate = ManagedProcess(
             "s3",
             [
@@ -101,86 +140,72 @@ class S3Endpoint:
                 "--listen",
                 f"{self.host}:{self.port}",
                 "--admin-key-file",
-                str(admin_key_file),
+                str(self.admin_key_file),
             ],
             self.log_dir / "s3.log",
         )
         wait_until(lambda: _answering(self.endpoint), gate, timeout, "the S3 endpoint")
         return gate
 
-    def _iam(self) -> IAMClient:
-        key = self._require_admin()
-        return boto3.client(
-            "iam",
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id=key.access_key_id,
-            aws_secret_access_key=key.secret_access_key,
-        )
+    def administrator(self) -> S3Admin:
+        if self.admin is None:
+            raise ProcessFailed("the S3 endpoint is not started")
+        return S3Admin(self.endpoint, self.admin)
 
     def admin_iam(self) -> IAMClient:
         """An IAM client signed by the administrator."""
-        return self._iam()
+        return self.administrator().iam()
 
     def admin_s3(self) -> S3Client:
         """An S3 client signed by the administrator."""
-        key = self._require_admin()
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id=key.access_key_id,
-            aws_secret_access_key=key.secret_access_key,
-        )
-
-    def _require_admin(self) -> AccessKey:
-        if self.admin is None:
-            raise ProcessFailed("the S3 endpoint is not started")
-        return self.admin
+        return self.administrator().s3()
 
     def provision_bucket(self, owner: str) -> BucketGrant:
-        """Creates a bucket for owner with an IAM user whose key may use only that bucket,
-        and a role that key may assume to get short-lived credentials for it."""
-        slug = "".join(c for c in owner.lower() if c.isalnum())[:20] or "user"
-        bucket = f"{slug}-{secrets.token_hex(4)}"
-        user, role = f"{bucket}-owner", f"{bucket}-vending"
-        role_arn = f"arn:aws:iam::{ACCOUNT_ID}:role/{role}"
-        bucket_resources = [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
-        self.admin_s3().create_bucket(Bucket=bucket)
-        iam = self._iam()
-        iam.create_user(UserName=user)
-        iam.put_user_policy(
-            UserName=user,
-            PolicyName="own-bucket",
-            PolicyDocument=policy(
-                allow("s3:*", bucket_resources), allow("sts:AssumeRole", [role_arn])
-            ),
-        )
-        iam.create_role(
-            RoleName=role,
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT_ID}:user/{user}"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )
-        iam.put_role_policy(
-            RoleName=role,
-            PolicyName="own-bucket",
-            PolicyDocument=policy(allow("s3:*", bucket_resources)),
-        )
-        key = iam.create_access_key(UserName=user)["AccessKey"]
-        return BucketGrant(
-            bucket=bucket,
-            region=REGION,
-            endpoint=self.endpoint,
-            access_key=AccessKey(key["AccessKeyId"], key["SecretAccessKey"]),
-            role_arn=role_arn,
-        )
+        """A new bucket for owner with its own key and role (see provision_bucket)."""
+        return provision_bucket(self.administrator(), owner)
+
+
+def provision_bucket(admin: S3Admin, owner: str) -> BucketGrant:
+    """Creates a bucket for owner with an IAM user whose key may use only that bucket,
+    and a role that key may assume to get short-lived credentials for it."""
+    slug = "".join(c for c in owner.lower() if c.isalnum())[:20] or "user"
+    bucket = f"{slug}-{secrets.token_hex(4)}"
+    user, role = f"{bucket}-owner", f"{bucket}-vending"
+    role_arn = f"arn:aws:iam::{ACCOUNT_ID}:role/{role}"
+    bucket_resources = [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+    admin.s3().create_bucket(Bucket=bucket)
+    iam = admin.iam()
+    iam.create_user(UserName=user)
+    iam.put_user_policy(
+        UserName=user,
+        PolicyName="own-bucket",
+        PolicyDocument=policy(allow("s3:*", bucket_resources), allow("sts:AssumeRole", [role_arn])),
+    )
+    iam.create_role(
+        RoleName=role,
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT_ID}:user/{user}"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )
+    iam.put_role_policy(
+        RoleName=role,
+        PolicyName="own-bucket",
+        PolicyDocument=policy(allow("s3:*", bucket_resources)),
+    )
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return BucketGrant(
+        bucket=bucket,
+        region=REGION,
+        endpoint=admin.endpoint,
+        access_key=AccessKey(key["AccessKeyId"], key["SecretAccessKey"]),
+        role_arn=role_arn,
+    )

@@ -160,6 +160,7 @@ def test_no_secret_is_in_any_service_environment_or_command_line(stack: Stack) -
         stack.secrets.gateway_key.splitlines()[1],
         stack.secrets.registry_key.splitlines()[1],
         *stack.secrets.page_token_keys.values(),
+        stack.s3.administrator().key.secret_access_key,
     ]
     unit = stack.unit_for("secret-seeker")
     parts = {p: stack.pid(p) for p in ("gateway", "warehouse-service", "result-service")}
@@ -170,7 +171,7 @@ def test_no_secret_is_in_any_service_environment_or_command_line(stack: Stack) -
             assert secret not in environ, part
             assert secret not in cmdline, part
     folder = stack.state_dir / "secrets"
-    for path in folder.rglob("*"):
+    for path in [*folder.rglob("*"), stack.s3.admin_key_file]:
         mode = stat.S_IMODE(os.stat(path).st_mode)
         assert mode & 0o077 == 0, f"{path} is {mode:o}"
     # A unit is handed its own credential alone, and deletes that file once read.

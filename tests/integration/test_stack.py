@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+import uuid
 
 import pytest
 
@@ -84,14 +85,22 @@ def test_calls_need_a_token_and_the_cli_mints_one(stack: Stack) -> None:
     method = "texera.lake.v1.WarehouseService/ListWarehouses"
     refused = grpcurl("-d", "{}", target, method, check=False)
     assert "Code: Unauthenticated" in refused.stderr
+    newcomer = f"newcomer-{uuid.uuid4().hex[:6]}"
     token = subprocess.run(
-        [str(BIN / "texera-lake"), "--state-dir", str(stack.state_dir), "token", "--user", "alice"],
+        [
+            str(BIN / "texera-lake"),
+            "--state-dir",
+            str(stack.state_dir),
+            "token",
+            "--user",
+            newcomer,
+        ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
     accepted = grpcurl("-H", f"authorization: Bearer {token}", "-d", "{}", target, method)
-    assert json.loads(accepted.stdout) == {}  # alice has no warehouse yet
+    assert json.loads(accepted.stdout) == {}  # a new user has no warehouse yet
 
 
 def test_cli_status_reports_every_service_serving(stack: Stack) -> None:

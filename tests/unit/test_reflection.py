@@ -91,3 +91,22 @@ async def test_extensions_of_a_served_file_are_known(
 ) -> None:
     answer = await _ask(reflection, all_extension_numbers_of_type="google.protobuf.FieldOptions")
     assert answer.all_extension_numbers_response.extension_number  # (texera.lake.v1.sensitive)
+
+
+async def test_fields_carry_no_json_name_so_clients_print_the_proto_names(
+    reflection: Reflection,
+) -> None:
+    answer = await _ask(
+        reflection, file_containing_symbol="texera.lake.v1.WarehouseService.CreateWarehouse"
+    )
+
+    def fields(messages: list[descriptor_pb2.DescriptorProto]) -> list[str]:
+        return [
+            f.json_name
+            for m in messages
+            for f in (*m.field, *m.extension)
+            if f.HasField("json_name")
+        ] + [name for m in messages for name in fields(list(m.nested_type))]
+
+    for file in _files(answer).values():
+        assert fields(list(file.message_type)) == [], file.name

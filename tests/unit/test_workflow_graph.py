@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from cu_service.workflow.graph import validate
 from service_runtime.errors import ServiceError
@@ -193,3 +193,64 @@ def test_required_fields_of_transforms(operator: dict[str, Any], field: str) -> 
 def test_required_fields_of_sources(source: dict[str, Any], field: str) -> None:
     found = problems(flow({"operator_id": "s", "materialize": True, **source}))
     assert f"workflow.operators[0].{field}" in found
+
+
+def test_inline_values_with_no_kind_are_refused_by_their_field() -> None:
+    """What protobufjs with keepCase sends for `number_value`: a Value with no kind."""
+    workflow = flow(
+        {
+            "operator_id": "rows",
+            "inline_source": {"columns": [{"name": "n", "data_type": "bigint"}]},
+            "materialize": True,
+        }
+    )
+    rows = workflow.operators[0].inline_source.rows
+    rows.add().values.add().number_value = 1
+    rows.add().values.add()  # no kind
+    nested = rows.add().values.add().list_value
+    nested.values.add().null_value = struct_pb2.NULL_VALUE
+    nested.values.add().struct_value.fields["x"].Clear()
+    found = problems(workflow)
+    path = "workflow.operators[0].inline_source.rows"
+    assert found == {
+        f"{path}[1].values[0]": "operator 'rows': a value with no kind set; a null is null_value",
+        f"{path}[2].values[0].list_value.values[1].struct_value.fields['x']": (
+            "operator 'rows': a value with no kind set; a null is null_value"
+        ),
+    }
+
+
+def test_inline_values_with_no_kind_are_counted_past_the_first_ten() -> None:
+    workflow = flow(
+        {
+            "operator_id": "rows",
+            "inline_source": {"columns": [{"name": "n", "data_type": "bigint"}]},
+            "materialize": True,
+        }
+    )
+    for _ in range(5000):
+        workflow.operators[0].inline_source.rows.add().values.add()
+    found = problems(workflow)
+    assert len(found) == 11
+    assert found["workflow.operators[0].inline_source.rows"] == (
+        "operator 'rows': 4990 more rows hold values with no kind set"
+    )
+
+
+def test_null_values_are_set_values() -> None:
+    workflow = json_format.ParseDict(
+        {
+            "operators": [
+                {
+                    "operator_id": "rows",
+                    "inline_source": {
+                        "columns": [{"name": "n", "data_type": "bigint"}],
+                        "rows": [[None], [3]],
+                    },
+                    "materialize": True,
+                }
+            ]
+        },
+        workflow_pb2.Workflow(),
+    )
+    assert validate(workflow) == ["rows"]
