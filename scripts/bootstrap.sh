@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares this checkout: checks for the tools the mesh needs (Python 3.11+,
-# Java 17+, Node.js with npm), then installs every Python package into .venv
-# and the buf CLI into node_modules. Running it again reinstalls only what
+# Java 17+, Node.js with npm, jq for the README's shell journey), then installs
+# every Python package into .venv and the buf CLI into node_modules. Running it again reinstalls only what
 # pyproject.toml, constraints.txt or package-lock.json changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +40,18 @@ fi
 if ! command -v npm >/dev/null 2>&1; then
   fail "Node.js and npm are needed for the buf CLI (protobuf lint and breaking-change checks).
 On Debian or Ubuntu: sudo apt-get install nodejs npm"
+fi
+
+if ! command -v jq >/dev/null 2>&1; then
+  # Only the README's shell journey (and its test) reads JSON with jq.
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing jq (Debian package)"
+    apt-get install -y -qq jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq >/dev/null; } ||
+      fail "could not install jq with apt-get; its messages above say why"
+  else
+    fail "jq is needed by the README's shell journey and its test.
+On Debian or Ubuntu: sudo apt-get install jq"
+  fi
 fi
 
 fingerprint() { cat "$@" | sha256sum | cut -d ' ' -f 1; }
