@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pyarrow as pa
+from google.protobuf.message import Message
 from pyiceberg.expressions import AlwaysTrue, And
 
 from catalog_map.cache import CatalogMap
@@ -31,8 +32,11 @@ from result_service.visibility import StillVisible, visible_outputs
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError
 from service_runtime.identifiers import IDENTIFIER
-from service_runtime.pagination import fingerprint, page_size
+from service_runtime.pagination import fingerprint, fitting, page_size
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, result_service_pb2_grpc
+
+#: The messages a page's rows are sent as (result rows, statistics, console messages).
+M = TypeVar("M", bound=Message)
 
 log = logging.getLogger("result_service")
 rs = result_service_pb2
@@ -177,9 +181,16 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         resolved, reads, opened, request_fingerprint = await self._open_result_rows(
             request, violations, batch_rows=max(size, 1024), bulk=False
         )
-        rows, next_token = await self._page(resolved, reads, opened, request_fingerprint, size)
+        rows, next_token = await self._page(
+            resolved,
+            reads,
+            opened,
+            request_fingerprint,
+            size,
+            encode=lambda table: to_structs(table, opened.options.projected),
+        )
         return rs.ReadResultPageResponse(
-            rows=to_structs(rows, opened.options.projected),
+            rows=rows,
             columns=snapshots.columns(opened.options.projected),
             snapshot_id=opened.snapshot_id,
             next_page_token=next_token,
@@ -192,15 +203,24 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         opened: OpenedRows,
         request_fingerprint: str,
         size: int,
-    ) -> tuple[pa.Table, str]:
+        *,
+        encode: Callable[[pa.Table], Sequence[M]],
+    ) -> tuple[Sequence[M], str]:
+        """Up to size rows encoded as the response's messages, cut short where they would pass
+        the page's byte bound, and the token of the page after them."""
         scan = opened.scan
         if scan is None:
-            return pa.table({}), ""
+            return [], ""
         page = await self._ready.blocking(resolved, lambda: scan.page(opened.start, size))
-        next_token = (
-            reads.tokens.issue(request_fingerprint, scan.plan, page.after) if page.after else ""
-        )
-        return page.rows, next_token
+        messages, after = encode(page.rows), page.after
+        kept = fitting(messages, self._settings.max_page_bytes)
+        if kept < len(messages):
+            messages = messages[:kept]
+            after = await self._ready.blocking(
+                resolved, lambda: scan.remaining(scan.seek(opened.start, kept))
+            )
+        next_token = reads.tokens.issue(request_fingerprint, scan.plan, after) if after else ""
+        return messages, next_token
 
     # Streams ------------------------------------------------------------------------
 
@@ -349,9 +369,11 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         if opened is None:
             return rs.ListRuntimeStatisticsResponse()
         if not request.latest_only:
-            rows, next_token = await self._page(*opened, request_fingerprint, size)
+            statistics, next_token = await self._page(
+                *opened, request_fingerprint, size, encode=telemetry.statistics
+            )
             return rs.ListRuntimeStatisticsResponse(
-                statistics=telemetry.statistics(rows), next_page_token=next_token
+                statistics=statistics, next_page_token=next_token
             )
         # The newest sample per operator: every sample is read, the newest kept, then paged by
         # offset within the snapshot the first page read.
@@ -402,7 +424,7 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         )
         if opened is None:
             return rs.ListConsoleMessagesResponse()
-        rows, next_token = await self._page(*opened, request_fingerprint, size)
-        return rs.ListConsoleMessagesResponse(
-            messages=telemetry.console_messages(rows), next_page_token=next_token
+        messages, next_token = await self._page(
+            *opened, request_fingerprint, size, encode=telemetry.console_messages
         )
+        return rs.ListConsoleMessagesResponse(messages=messages, next_page_token=next_token)

@@ -22,6 +22,14 @@ class ResultServiceSettings(WarehouseClientSettings):
         "Largest Arrow payload of one StreamResult message; batches are cut to fit.",
         scoped=True,
     )
+    max_page_bytes: int = setting(
+        "MAX_PAGE_BYTES",
+        3 * 1024 * 1024,
+        "Largest encoded rows of one page (results, statistics, console messages): a page ends "
+        "early, with a next_page_token, where its rows would pass it. Below gRPC clients' "
+        "default 4 MiB receive limit.",
+        scoped=True,
+    )
     read_ahead_files: int = setting(
         "READ_AHEAD_FILES",
         2,
@@ -57,6 +65,8 @@ class ResultServiceSettings(WarehouseClientSettings):
     def validate(self) -> None:
         super().validate()
         self.require_secret_length("page_token_key")
+        if self.max_page_bytes < 64 * 1024:
+            raise ConfigError("TEXERA_LAKE_RESULT_MAX_PAGE_BYTES must be at least 64 KiB")
         if self.stream_message_bytes < 64 * 1024:
             raise ConfigError("TEXERA_LAKE_RESULT_STREAM_MESSAGE_BYTES must be at least 64 KiB")
         if not 1 <= self.read_ahead_files <= 16:

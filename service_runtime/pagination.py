@@ -1,4 +1,4 @@
-"""Opaque, tamper-evident page tokens, and page-size handling (AIP-158).
+"""Opaque, tamper-evident page tokens, and page-size and page-bytes handling (AIP-158).
 
 A token is a base64url JSON payload with an HMAC-SHA256 tag. The key is
 derived from the mesh's shared secret, so any replica of a service can read
@@ -14,7 +14,10 @@ import binascii
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from typing import Any
+
+from google.protobuf.message import Message
 
 from service_runtime.errors import FieldViolation, invalid_argument
 
@@ -78,3 +81,18 @@ def page_size(requested: int, *, default: int, maximum: int, field: str = "page_
     if requested < 0:
         raise _bad(field, "must not be negative")
     return min(requested or default, maximum)
+
+
+#: What a repeated message field adds to each element: its tag and a length of up to 5 bytes.
+_ELEMENT_OVERHEAD = 6
+
+
+def fitting(elements: Sequence[Message], max_bytes: int) -> int:
+    """How many leading elements a page holds within max_bytes (at least one, so that a
+    page always moves on, even past an element larger than the bound on its own)."""
+    total = 0
+    for count, element in enumerate(elements):
+        total += element.ByteSize() + _ELEMENT_OVERHEAD
+        if total > max_bytes and count:
+            return count
+    return len(elements)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from google.protobuf.struct_pb2 import Struct, Value
 
 from service_runtime.errors import ServiceError
-from service_runtime.pagination import PageTokens, fingerprint, page_size
+from service_runtime.pagination import PageTokens, fingerprint, fitting, page_size
 
 SECRET = "k" * 40
 
@@ -58,3 +59,14 @@ def test_page_size_defaults_caps_and_refuses_negatives() -> None:
     assert page_size(7, default=50, maximum=500) == 7
     with pytest.raises(ServiceError):
         page_size(-1, default=50, maximum=500)
+
+
+def test_a_page_holds_what_fits_its_bytes_and_always_at_least_one_element() -> None:
+    small = [Struct(fields={"x": Value(string_value="a" * 90)}) for _ in range(10)]
+    each = small[0].ByteSize() + 6
+    assert fitting(small, 10 * each) == 10
+    assert fitting(small, 3 * each) == 3
+    assert fitting(small, 3 * each - 1) == 2
+    huge = [Struct(fields={"x": Value(string_value="b" * 10_000)}), *small]
+    assert fitting(huge, 100) == 1  # the page still moves on
+    assert fitting([], 100) == 0
