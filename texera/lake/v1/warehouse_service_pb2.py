@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from texera.lake.v1 import annotations_pb2 as texera_dot_lake_dot_v1_dot_annotations__pb2
 from texera.lake.v1 import warehouse_pb2 as texera_dot_lake_dot_v1_dot_warehouse__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/warehouse_service.proto\x12\x0etexera.lake.v1\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\x94\x01\n\x16\x43reateWarehouseRequest\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\x12\x38\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x04\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"G\n\x17\x43reateWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"+\n\x13GetWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\"D\n\x14GetWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"n\n\x15ListWarehousesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12.\n\x06states\x18\x03 \x03(\x0e\x32\x1e.texera.lake.v1.WarehouseState\"`\n\x16ListWarehousesResponse\x12-\n\nwarehouses\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Warehouse\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x87\x01\n!RotateWarehouseCredentialsRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\x38\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x04\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"R\n\"RotateWarehouseCredentialsResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"/\n\x17\x41rchiveWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\"H\n\x18\x41rchiveWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"/\n\x17RestoreWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\"H\n\x18RestoreWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"T\n\x16\x44\x65leteWarehouseRequest\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\r\n\x05purge\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\"G\n\x17\x44\x65leteWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse2\xea\x05\n\x10WarehouseService\x12\x62\n\x0f\x43reateWarehouse\x12&.texera.lake.v1.CreateWarehouseRequest\x1a\'.texera.lake.v1.CreateWarehouseResponse\x12Y\n\x0cGetWarehouse\x12#.texera.lake.v1.GetWarehouseRequest\x1a$.texera.lake.v1.GetWarehouseResponse\x12_\n\x0eListWarehouses\x12%.texera.lake.v1.ListWarehousesRequest\x1a&.texera.lake.v1.ListWarehousesResponse\x12\x83\x01\n\x1aRotateWarehouseCredentials\x12\x31.texera.lake.v1.RotateWarehouseCredentialsRequest\x1a\x32.texera.lake.v1.RotateWarehouseCredentialsResponse\x12\x65\n\x10\x41rchiveWarehouse\x12\'.texera.lake.v1.ArchiveWarehouseRequest\x1a(.texera.lake.v1.ArchiveWarehouseResponse\x12\x65\n\x10RestoreWarehouse\x12\'.texera.lake.v1.RestoreWarehouseRequest\x1a(.texera.lake.v1.RestoreWarehouseResponse\x12\x62\n\x0f\x44\x65leteWarehouse\x12&.texera.lake.v1.DeleteWarehouseRequest\x1a\'.texera.lake.v1.DeleteWarehouseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/warehouse_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\x98\x01\n\x16\x43reateWarehouseRequest\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"G\n\x17\x43reateWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"1\n\x13GetWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x14GetWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"n\n\x15ListWarehousesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12.\n\x06states\x18\x03 \x03(\x0e\x32\x1e.texera.lake.v1.WarehouseState\"`\n\x16ListWarehousesResponse\x12-\n\nwarehouses\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Warehouse\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x91\x01\n!RotateWarehouseCredentialsRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"R\n\"RotateWarehouseCredentialsResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17\x41rchiveWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18\x41rchiveWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17RestoreWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18RestoreWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"Z\n\x16\x44\x65leteWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05purge\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\"G\n\x17\x44\x65leteWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse2\xea\x05\n\x10WarehouseService\x12\x62\n\x0f\x43reateWarehouse\x12&.texera.lake.v1.CreateWarehouseRequest\x1a\'.texera.lake.v1.CreateWarehouseResponse\x12Y\n\x0cGetWarehouse\x12#.texera.lake.v1.GetWarehouseRequest\x1a$.texera.lake.v1.GetWarehouseResponse\x12_\n\x0eListWarehouses\x12%.texera.lake.v1.ListWarehousesRequest\x1a&.texera.lake.v1.ListWarehousesResponse\x12\x83\x01\n\x1aRotateWarehouseCredentials\x12\x31.texera.lake.v1.RotateWarehouseCredentialsRequest\x1a\x32.texera.lake.v1.RotateWarehouseCredentialsResponse\x12\x65\n\x10\x41rchiveWarehouse\x12\'.texera.lake.v1.ArchiveWarehouseRequest\x1a(.texera.lake.v1.ArchiveWarehouseResponse\x12\x65\n\x10RestoreWarehouse\x12\'.texera.lake.v1.RestoreWarehouseRequest\x1a(.texera.lake.v1.RestoreWarehouseResponse\x12\x62\n\x0f\x44\x65leteWarehouse\x12&.texera.lake.v1.DeleteWarehouseRequest\x1a\'.texera.lake.v1.DeleteWarehouseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,37 +35,47 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'texera.lake.v1.warehouse_se
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATEWAREHOUSEREQUEST'].fields_by_name['credentials']._loaded_options = None
-  _globals['_CREATEWAREHOUSEREQUEST'].fields_by_name['credentials']._serialized_options = b'\310\332\030\001'
+  _globals['_CREATEWAREHOUSEREQUEST'].fields_by_name['credentials']._serialized_options = b'\342A\001\002\310\332\030\001'
+  _globals['_GETWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_GETWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
   _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST'].fields_by_name['credentials']._loaded_options = None
-  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST'].fields_by_name['credentials']._serialized_options = b'\310\332\030\001'
-  _globals['_CREATEWAREHOUSEREQUEST']._serialized_start=125
-  _globals['_CREATEWAREHOUSEREQUEST']._serialized_end=273
-  _globals['_CREATEWAREHOUSERESPONSE']._serialized_start=275
-  _globals['_CREATEWAREHOUSERESPONSE']._serialized_end=346
-  _globals['_GETWAREHOUSEREQUEST']._serialized_start=348
-  _globals['_GETWAREHOUSEREQUEST']._serialized_end=391
-  _globals['_GETWAREHOUSERESPONSE']._serialized_start=393
-  _globals['_GETWAREHOUSERESPONSE']._serialized_end=461
-  _globals['_LISTWAREHOUSESREQUEST']._serialized_start=463
-  _globals['_LISTWAREHOUSESREQUEST']._serialized_end=573
-  _globals['_LISTWAREHOUSESRESPONSE']._serialized_start=575
-  _globals['_LISTWAREHOUSESRESPONSE']._serialized_end=671
-  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_start=674
-  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_end=809
-  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_start=811
-  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_end=893
-  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_start=895
-  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_end=942
-  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_start=944
-  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_end=1016
-  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_start=1018
-  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_end=1065
-  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_start=1067
-  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_end=1139
-  _globals['_DELETEWAREHOUSEREQUEST']._serialized_start=1141
-  _globals['_DELETEWAREHOUSEREQUEST']._serialized_end=1225
-  _globals['_DELETEWAREHOUSERESPONSE']._serialized_start=1227
-  _globals['_DELETEWAREHOUSERESPONSE']._serialized_end=1298
-  _globals['_WAREHOUSESERVICE']._serialized_start=1301
-  _globals['_WAREHOUSESERVICE']._serialized_end=2047
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST'].fields_by_name['credentials']._serialized_options = b'\342A\001\002\310\332\030\001'
+  _globals['_ARCHIVEWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_ARCHIVEWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
+  _globals['_RESTOREWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_RESTOREWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
+  _globals['_DELETEWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_DELETEWAREHOUSEREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEWAREHOUSEREQUEST']._serialized_start=158
+  _globals['_CREATEWAREHOUSEREQUEST']._serialized_end=310
+  _globals['_CREATEWAREHOUSERESPONSE']._serialized_start=312
+  _globals['_CREATEWAREHOUSERESPONSE']._serialized_end=383
+  _globals['_GETWAREHOUSEREQUEST']._serialized_start=385
+  _globals['_GETWAREHOUSEREQUEST']._serialized_end=434
+  _globals['_GETWAREHOUSERESPONSE']._serialized_start=436
+  _globals['_GETWAREHOUSERESPONSE']._serialized_end=504
+  _globals['_LISTWAREHOUSESREQUEST']._serialized_start=506
+  _globals['_LISTWAREHOUSESREQUEST']._serialized_end=616
+  _globals['_LISTWAREHOUSESRESPONSE']._serialized_start=618
+  _globals['_LISTWAREHOUSESRESPONSE']._serialized_end=714
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_start=717
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_end=862
+  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_start=864
+  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_end=946
+  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_start=948
+  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_end=1001
+  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_start=1003
+  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_end=1075
+  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_start=1077
+  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_end=1130
+  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_start=1132
+  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_end=1204
+  _globals['_DELETEWAREHOUSEREQUEST']._serialized_start=1206
+  _globals['_DELETEWAREHOUSEREQUEST']._serialized_end=1296
+  _globals['_DELETEWAREHOUSERESPONSE']._serialized_start=1298
+  _globals['_DELETEWAREHOUSERESPONSE']._serialized_end=1369
+  _globals['_WAREHOUSESERVICE']._serialized_start=1372
+  _globals['_WAREHOUSESERVICE']._serialized_end=2118
 # @@protoc_insertion_point(module_scope)
