@@ -23,7 +23,6 @@ from typing import Protocol
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
-from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
@@ -34,6 +33,7 @@ from cu_service.workflow.file_roots import OutsideRoots
 from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
+from lake_tables.uncommitted import data_folder, delete_folder
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
@@ -248,7 +248,7 @@ class ExecutionRun:
                 table = self.catalog.load_table(identifier)
                 properties = dict(table.io.properties)
                 self.catalog.purge_table(identifier)
-                _delete_folder(properties, f"{output.location}/data/{self.execution_id}")
+                delete_folder(properties, data_folder(output.location, self.execution_id))
             except NoSuchTableError:
                 pass
             except Exception:  # best effort: the execution's state matters more
@@ -265,15 +265,6 @@ class ExecutionRun:
             log.exception(
                 "could not write the last telemetry", extra={"execution_id": self.execution_id}
             )
-
-
-def _delete_folder(io_properties: dict[str, str], location: str) -> None:
-    scheme, netloc, path = PyArrowFileIO.parse_location(location)
-    filesystem = PyArrowFileIO(io_properties).fs_by_scheme(scheme, netloc)
-    try:
-        filesystem.delete_dir_contents(path, missing_dir_ok=True)
-    except OSError:
-        log.warning("could not delete uncommitted files", extra={"location": location})
 
 
 def _reason(exc: BaseException) -> str:
