@@ -9,6 +9,7 @@ sanitizes to the same table names keeps every row.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -17,13 +18,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import asyncpg
 import grpc
+import pyarrow as pa
 import pytest
+import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
-from lake_tables.naming import RESULTS, result_table
+from lake_tables.naming import EXECUTION_ID, RESULTS, result_table
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import (
@@ -34,7 +38,14 @@ from tests.integration.executions import (
     new_user,
     workflow,
 )
-from tests.integration.mesh import RegistryClient, bearer, create_warehouse, user
+from tests.integration.mesh import (
+    RegistryClient,
+    bearer,
+    computing_unit,
+    create_warehouse,
+    register_unit,
+    user,
+)
 from tests.integration.results import ResultClient, results_as
 from texera.lake.v1 import (
     execution_pb2,
@@ -233,7 +244,20 @@ def test_cancel_mid_write_leaves_nothing_of_it_and_spares_an_execution_named_ali
     assert sorted(int(r["id"]) for r in rows) == list(range(50))
 
 
-def test_a_unit_killed_mid_write_is_cleaned_up_after_by_the_lease_sweep(
+def test_a_unit_killed_mid_write_and_restarted_is_cleaned_up_after(
+    stack: Stack, crashing: Owner
+) -> None:
+    client, pid = own_unit_client(stack, crashing.user_id)
+    run = start_mid_write(stack, client, crashing.warehouse_id, crashing.grant)
+    os.killpg(pid, signal.SIGKILL)
+    restarted = restart(stack, crashing.user_id, pid)
+    recorded = assert_nothing_left(stack, crashing.user_id, run)
+    # Whichever came first: the lease sweep, or the restarted unit's registration.
+    assert recorded.error.reason in ("COMPUTING_UNIT_LOST", "COMPUTING_UNIT_RESTARTED")
+    assert restarted.get(run.execution_id).cleanup_state == EX.CLEANUP_STATE_DONE
+
+
+def test_a_unit_killed_mid_write_and_gone_for_good_is_cleaned_up_after_by_the_lease_sweep(
     stack: Stack, crashing: Owner
 ) -> None:
     client, pid = own_unit_client(stack, crashing.user_id)
@@ -243,15 +267,96 @@ def test_a_unit_killed_mid_write_is_cleaned_up_after_by_the_lease_sweep(
     assert recorded.error.reason == "COMPUTING_UNIT_LOST"
 
 
-def test_a_unit_killed_mid_write_and_restarted_is_cleaned_up_after(
-    stack: Stack, crashing: Owner
+def restart(stack: Stack, user_id: str, killed_pid: int) -> UnitClient:
+    """A client of user_id's unit once it runs again, in a process other than killed_pid
+    (started as soon as the registry saw the process end)."""
+    deadline = time.monotonic() + 60
+    while True:
+        client, pid = own_unit_client(stack, user_id)
+        if pid != killed_pid:
+            return client
+        assert time.monotonic() < deadline, "the killed unit was never started again"
+        time.sleep(0.5)
+
+
+def test_tables_a_crashed_unit_never_reported_are_removed_once_the_catalog_is_back(
+    stack: Stack,
 ) -> None:
-    client, pid = own_unit_client(stack, crashing.user_id)
-    run = start_mid_write(stack, client, crashing.warehouse_id, crashing.grant)
-    os.killpg(pid, signal.SIGKILL)
-    restarted, new_pid = own_unit_client(stack, crashing.user_id)
-    assert new_pid != pid
-    recorded = assert_nothing_left(stack, crashing.user_id, run)
-    # Whichever came first: the lease sweep, or the restarted unit's registration.
-    assert recorded.error.reason in ("COMPUTING_UNIT_LOST", "COMPUTING_UNIT_RESTARTED")
-    assert restarted.get(run.execution_id).cleanup_state == EX.CLEANUP_STATE_DONE
+    """No Spark here: the tables and files are made as a unit makes them, and the unit only
+    ends the execution; the catalog refuses everything about the warehouse for a while."""
+    owner = user(stack, f"abandoned-{uuid.uuid4().hex[:6]}")
+    grant = stack.provision_bucket("abandoned")
+    warehouse = create_warehouse(owner, grant)
+    unit = computing_unit(stack, register_unit(stack, shared_with=(owner.subject,)))
+    base = f"ab{uuid.uuid4().hex[:8]}"
+    failed, alike = f"{base}-x", f"{base}_x"  # the same table names but for their digests
+    acting = unit.for_user(owner)
+    acting.call(
+        acting.ledger.BindExecution,
+        registry_service_pb2.BindExecutionRequest(
+            execution_id=failed, warehouse_id=warehouse.warehouse_id, computing_unit_id=unit.subject
+        ),
+    )
+    catalog = rest_catalog(stack, f"texera-{warehouse.warehouse_id}")
+    catalog.create_namespace_if_not_exists(RESULTS)
+    staged = {}
+    for execution_id in (failed, alike):
+        table = catalog.create_table(
+            (RESULTS, result_table(execution_id, "op")),
+            schema=pa.schema([("id", pa.int64())]),
+            properties={EXECUTION_ID: execution_id},
+        )
+        table.append(pa.table({"id": [1, 2, 3]}))
+        folder = table.location().removeprefix(f"s3://{grant.bucket}/") + f"/data/{execution_id}"
+        staged[execution_id] = f"{folder}/00000-0-staged.parquet"
+        stack.s3.admin_s3().put_object(Bucket=grant.bucket, Key=staged[execution_id], Body=b"x")
+
+    fault = f"{stack.catalog_url}/dev/v1/warehouse/{warehouse.catalog_warehouse_id}/fault"
+    requests.put(fault, json={"fail-status": 503}, timeout=30).raise_for_status()
+    try:
+        unit.call(
+            unit.ledger.UpdateExecutionState,
+            registry_service_pb2.UpdateExecutionStateRequest(
+                execution_id=failed,
+                computing_unit_id=unit.subject,
+                state=EX.EXECUTION_STATE_FAILED,
+                error=EX.ExecutionError(reason="OPERATOR_FAILED", message="the unit gave up"),
+            ),
+        )
+        deadline = time.monotonic() + 60
+        while (ledger := cleanup_row(stack, failed))["cleanup_attempts"] == 0:
+            assert time.monotonic() < deadline, "no cleanup was attempted"
+            time.sleep(0.5)
+        assert ledger["cleanup_state"] == "PENDING"
+        assert "503" in ledger["cleanup_error"]
+        assert staged[failed] in bucket_keys(stack, grant.bucket)
+    finally:
+        requests.delete(fault, timeout=30).raise_for_status()
+
+    recorded = cleaned_up(owner, failed)
+    assert list(recorded.outputs) == []
+    keys = bucket_keys(stack, grant.bucket)
+    assert not [k for k in keys if f"/data/{failed}/" in k]
+    assert staged[alike] in keys
+    assert not catalog.table_exists((RESULTS, result_table(failed, "op")))
+    kept = catalog.load_table((RESULTS, result_table(alike, "op"))).scan().to_arrow()
+    assert kept.column("id").to_pylist() == [1, 2, 3]
+
+
+def cleanup_row(stack: Stack, execution_id: str) -> asyncpg.Record:
+    """The ledger's own record of an execution's cleanup (its error is not in the API)."""
+
+    async def read() -> asyncpg.Record:
+        connection = await asyncpg.connect(stack.database_url)
+        try:
+            row = await connection.fetchrow(
+                "SELECT cleanup_state, cleanup_attempts, cleanup_error FROM executions "
+                "WHERE execution_id = $1",
+                execution_id,
+            )
+        finally:
+            await connection.close()
+        assert row is not None
+        return row
+
+    return asyncio.run(read())
