@@ -5,6 +5,7 @@ and console messages, and reports progress and the final state through its
 Reporter. If anything fails or the execution is cancelled, every result table
 it created is dropped with its files (committed or not), so no partial result
 stays visible; statistics and console messages stay, to explain what happened.
+(The registry's cleaner makes sure of it later, also for a unit that died.)
 A failure caused by one of the unit's limits (run time, result bytes, memory)
 is reported as RESOURCE_LIMIT naming the limit (see cu_service.resource_limits).
 Its jobs go to the FAIR scheduler pool it was given.

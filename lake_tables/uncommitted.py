@@ -8,6 +8,7 @@ checked first, since table locations and ids may come from untrusted hands.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from urllib.parse import urlsplit
 
@@ -45,8 +46,10 @@ def data_folder(table_location: str, execution_id: str, warehouse_root: str = ""
 
 
 def delete_folder(io_properties: dict[str, str], folder: str) -> None:
-    """Deletes every object under folder (a data_folder); nothing to delete is fine.
+    """Deletes folder (a data_folder) and every object under it; nothing to delete is fine.
     Raises OSError when storage refuses or cannot be reached."""
     scheme, netloc, path = PyArrowFileIO.parse_location(folder)
     filesystem = PyArrowFileIO(io_properties).fs_by_scheme(scheme, netloc)
-    filesystem.delete_dir_contents(path, missing_dir_ok=True)
+    # The folder itself too: emptying it would leave a directory marker object behind.
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_dir(path)

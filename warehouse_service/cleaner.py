@@ -93,17 +93,20 @@ class ExecutionCleaner:
         try:
             if row["warehouse_state"] not in _GONE:
                 await self._clean(row)
-        except CleanupFailed as exc:
+        except Exception as exc:  # recorded and retried later; the other cleanups go on
+            expected = isinstance(exc, CleanupFailed)
+            failure = str(exc) if expected else f"unexpected {type(exc).__name__}"
             log.warning(
                 "cleanup of an execution failed; retrying later",
+                exc_info=not expected,
                 extra={
                     "execution_id": execution_id,
                     "attempt": row["cleanup_attempts"] + 1,
-                    "failure": str(exc),
+                    "failure": failure,
                 },
             )
             await ledger.cleanup_failed(
-                self._db, execution_id, str(exc), self._interval, self._max_backoff
+                self._db, execution_id, failure, self._interval, self._max_backoff
             )
             return
         await ledger.cleanup_done(self._db, execution_id)
@@ -151,7 +154,7 @@ class ExecutionCleaner:
     def _delete_uncommitted(self, loaded: dict[str, Any], folder: str, endpoint: str) -> None:
         """Deletes folder with the table's vended credentials; without any (a catalog that
         vends none) the purge alone removes the table's location."""
-        vended = _credentials_for(loaded, folder)
+        vended = credentials_for(loaded, folder)
         if vended is None:
             return
         properties = {key: vended[key] for key in _STORAGE_KEYS if key in vended}
@@ -165,7 +168,7 @@ def _warehouse_root(row: asyncpg.Record) -> str:
     return f"s3://{row['bucket']}/{key_prefix}" if key_prefix else f"s3://{row['bucket']}"
 
 
-def _credentials_for(loaded: dict[str, Any], folder: str) -> dict[str, str] | None:
+def credentials_for(loaded: dict[str, Any], folder: str) -> dict[str, str] | None:
     """The vended storage configuration that covers folder: the storage credential with the
     longest matching prefix, else the table's config; None when neither holds a key."""
     covering = [

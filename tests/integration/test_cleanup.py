@@ -282,21 +282,14 @@ def restart(stack: Stack, user_id: str, killed_pid: int) -> UnitClient:
 def test_tables_a_crashed_unit_never_reported_are_removed_once_the_catalog_is_back(
     stack: Stack,
 ) -> None:
-    """No Spark here: the tables and files are made as a unit makes them, and the unit only
-    ends the execution; the catalog refuses everything about the warehouse for a while."""
+    """No Spark here: the tables and files are made as a unit makes them; the unit registers,
+    binds the execution and is never heard of again, and the catalog refuses everything about
+    the warehouse for a while."""
     owner = user(stack, f"abandoned-{uuid.uuid4().hex[:6]}")
     grant = stack.provision_bucket("abandoned")
     warehouse = create_warehouse(owner, grant)
-    unit = computing_unit(stack, register_unit(stack, shared_with=(owner.subject,)))
     base = f"ab{uuid.uuid4().hex[:8]}"
     failed, alike = f"{base}-x", f"{base}_x"  # the same table names but for their digests
-    acting = unit.for_user(owner)
-    acting.call(
-        acting.ledger.BindExecution,
-        registry_service_pb2.BindExecutionRequest(
-            execution_id=failed, warehouse_id=warehouse.warehouse_id, computing_unit_id=unit.subject
-        ),
-    )
     catalog = rest_catalog(stack, f"texera-{warehouse.warehouse_id}")
     catalog.create_namespace_if_not_exists(RESULTS)
     staged = {}
@@ -311,19 +304,18 @@ def test_tables_a_crashed_unit_never_reported_are_removed_once_the_catalog_is_ba
         staged[execution_id] = f"{folder}/00000-0-staged.parquet"
         stack.s3.admin_s3().put_object(Bucket=grant.bucket, Key=staged[execution_id], Body=b"x")
 
+    unit = computing_unit(stack, register_unit(stack, shared_with=(owner.subject,)))
+    acting = unit.for_user(owner)
+    acting.call(
+        acting.ledger.BindExecution,
+        registry_service_pb2.BindExecutionRequest(
+            execution_id=failed, warehouse_id=warehouse.warehouse_id, computing_unit_id=unit.subject
+        ),
+    )
     fault = f"{stack.catalog_url}/dev/v1/warehouse/{warehouse.catalog_warehouse_id}/fault"
     requests.put(fault, json={"fail-status": 503}, timeout=30).raise_for_status()
     try:
-        unit.call(
-            unit.ledger.UpdateExecutionState,
-            registry_service_pb2.UpdateExecutionStateRequest(
-                execution_id=failed,
-                computing_unit_id=unit.subject,
-                state=EX.EXECUTION_STATE_FAILED,
-                error=EX.ExecutionError(reason="OPERATOR_FAILED", message="the unit gave up"),
-            ),
-        )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + LEASE_SECONDS + 60
         while (ledger := cleanup_row(stack, failed))["cleanup_attempts"] == 0:
             assert time.monotonic() < deadline, "no cleanup was attempted"
             time.sleep(0.5)
@@ -334,7 +326,7 @@ def test_tables_a_crashed_unit_never_reported_are_removed_once_the_catalog_is_ba
         requests.delete(fault, timeout=30).raise_for_status()
 
     recorded = cleaned_up(owner, failed)
-    assert list(recorded.outputs) == []
+    assert recorded.error.reason == "COMPUTING_UNIT_LOST"
     keys = bucket_keys(stack, grant.bucket)
     assert not [k for k in keys if f"/data/{failed}/" in k]
     assert staged[alike] in keys
