@@ -120,7 +120,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         owner = require_user().user_id
         _check_id(request.execution_id)
         local = self._local(request.execution_id, owner)
-        if local is None:
+        if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
@@ -139,7 +139,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
         local = self._local(request.execution_id, owner)
-        if local is None:
+        if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
