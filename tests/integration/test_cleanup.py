@@ -260,7 +260,10 @@ def restart(stack: Stack, user_id: str, killed_pid: int) -> UnitClient:
     (started as soon as the registry saw the process end)."""
     deadline = time.monotonic() + 60
     while True:
-        client, pid = own_unit_client(stack, user_id)
+        try:
+            client, pid = own_unit_client(stack, user_id)
+        except FileNotFoundError:  # the ended process's pid file is gone, the new one not there
+            pid = killed_pid
         if pid != killed_pid:
             return client
         assert time.monotonic() < deadline, "the killed unit was never started again"
