@@ -332,7 +332,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             error.operator_id if error else None,
             records.progress_json(request.progress) if request.HasField("progress") else None,
         )
-        if request.outputs:
+        if request.outputs and target not in records.CLEANED_UP_STATES:
             await connection.execute(
                 "DELETE FROM execution_outputs WHERE execution_id = $1", row["execution_id"]
             )
@@ -652,16 +652,12 @@ async def claim_cleanups(db: Database, limit: int, hold_seconds: float) -> list[
 
 
 async def cleanup_done(db: Database, execution_id: str) -> None:
-    """Records the cleanup done; the execution lists no outputs any more."""
-    async with db.transaction() as connection:
+    async with db.connection() as connection:
         await connection.execute(
             "UPDATE executions SET cleanup_state = 'DONE', cleaned_at = now(), "
             "cleanup_error = '', cleanup_next_at = NULL "
             "WHERE execution_id = $1 AND cleanup_state = 'PENDING'",
             execution_id,
-        )
-        await connection.execute(
-            "DELETE FROM execution_outputs WHERE execution_id = $1", execution_id
         )
 
 

@@ -42,6 +42,8 @@ CLEANUP_STATES = {
     "DONE": execution_pb2.CLEANUP_STATE_DONE,
 }
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+#: Ends whose result tables are dropped (see warehouse_service.cleaner): no outputs listed.
+CLEANED_UP_STATES = frozenset({"FAILED", "CANCELLED"})
 _FLAVORS = {"aws": warehouse_pb2.S3_FLAVOR_AWS, "s3-compat": warehouse_pb2.S3_FLAVOR_S3_COMPAT}
 FLAVOR_NAMES = {
     warehouse_pb2.S3_FLAVOR_UNSPECIFIED: "aws",

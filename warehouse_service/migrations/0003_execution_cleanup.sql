@@ -17,10 +17,11 @@ CREATE INDEX executions_cleanup_due ON executions (cleanup_next_at)
 
 CREATE FUNCTION executions_cleanup_on_failure() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.state IN ('FAILED', 'CANCELLED') AND OLD.state NOT IN ('FAILED', 'CANCELLED')
-       AND NEW.cleanup_state = 'NOT_NEEDED' THEN
+    IF NEW.state IN ('FAILED', 'CANCELLED') AND OLD.state NOT IN ('FAILED', 'CANCELLED') THEN
         NEW.cleanup_state := 'PENDING';
         NEW.cleanup_next_at := now();
+        -- Its tables are being dropped: from now on the ledger lists none of them.
+        DELETE FROM execution_outputs WHERE execution_id = NEW.execution_id;
     END IF;
     RETURN NEW;
 END;
@@ -32,3 +33,6 @@ CREATE TRIGGER executions_cleanup_on_failure BEFORE UPDATE OF state ON execution
 -- Executions that ended before this migration may have left the same behind.
 UPDATE executions SET cleanup_state = 'PENDING', cleanup_next_at = now()
 WHERE state IN ('FAILED', 'CANCELLED');
+DELETE FROM execution_outputs USING executions
+WHERE executions.execution_id = execution_outputs.execution_id
+  AND executions.state IN ('FAILED', 'CANCELLED');
