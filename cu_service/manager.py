@@ -434,15 +434,16 @@ class ExecutionManager:
 
     async def _sync(self, local: LocalExecution) -> None:
         """Sends the latest view to the registry until it has recorded the final state, then
-        shows that state."""
+        shows the registry's record of it."""
         registry_ended = False
         while True:
             await local.dirty.wait()
             local.dirty.clear()
-            sent = local.final or local.snapshot()
+            sent = shown = local.final or local.snapshot()
             if not registry_ended:
                 try:
-                    await self._registry.report(
+                    # The ledger's record, as GetExecution answers once the execution ended.
+                    shown = await self._registry.report(
                         sent.execution_id,
                         sent.state,
                         error=sent.error if sent.HasField("error") else None,
@@ -465,7 +466,7 @@ class ExecutionManager:
                     await asyncio.sleep(2.0)
                     continue
             if sent.state in TERMINAL:
-                local.execution.CopyFrom(sent)
+                local.execution.CopyFrom(shown)
                 self._changed(local)
                 return
             await asyncio.sleep(1.0)  # at most one report a second; changes meanwhile are coalesced

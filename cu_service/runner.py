@@ -5,6 +5,7 @@ and console messages, and reports progress and the final state through its
 Reporter. If anything fails or the execution is cancelled, every result table
 it created is dropped with its files (committed or not), so no partial result
 stays visible; statistics and console messages stay, to explain what happened.
+(The registry's cleaner makes sure of it later, also for a unit that died.)
 A failure caused by one of the unit's limits (run time, result bytes, memory)
 is reported as RESOURCE_LIMIT naming the limit (see cu_service.resource_limits).
 Its jobs go to the FAIR scheduler pool it was given.
@@ -23,7 +24,6 @@ from typing import Protocol
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
-from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
@@ -34,6 +34,7 @@ from cu_service.workflow.file_roots import OutsideRoots
 from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
+from lake_tables.uncommitted import data_folder, delete_folder
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
@@ -248,7 +249,7 @@ class ExecutionRun:
                 table = self.catalog.load_table(identifier)
                 properties = dict(table.io.properties)
                 self.catalog.purge_table(identifier)
-                _delete_folder(properties, f"{output.location}/data/{self.execution_id}")
+                delete_folder(properties, data_folder(output.location, self.execution_id))
             except NoSuchTableError:
                 pass
             except Exception:  # best effort: the execution's state matters more
@@ -265,15 +266,6 @@ class ExecutionRun:
             log.exception(
                 "could not write the last telemetry", extra={"execution_id": self.execution_id}
             )
-
-
-def _delete_folder(io_properties: dict[str, str], location: str) -> None:
-    scheme, netloc, path = PyArrowFileIO.parse_location(location)
-    filesystem = PyArrowFileIO(io_properties).fs_by_scheme(scheme, netloc)
-    try:
-        filesystem.delete_dir_contents(path, missing_dir_ok=True)
-    except OSError:
-        log.warning("could not delete uncommitted files", extra={"location": location})
 
 
 def _reason(exc: BaseException) -> str:

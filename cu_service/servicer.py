@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -96,7 +96,9 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         owner = require_user().user_id
         _check_id(request.execution_id)
         local = self._local(request.execution_id, owner)
-        execution = local.snapshot() if local else await self._recorded(request.execution_id)
+        execution = (
+            local.snapshot() if _unfinished(local) else await self._recorded(request.execution_id)
+        )
         return es.GetExecutionResponse(execution=execution)
 
     async def ListExecutions(
@@ -107,7 +109,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         executions = []
         for recorded in listed.executions:  # what runs here is fresher here
             local = self._manager.get(recorded.execution_id)
-            executions.append(local.snapshot() if local else recorded)
+            executions.append(local.snapshot() if _unfinished(local) else recorded)
         return es.ListExecutionsResponse(
             executions=executions, next_page_token=listed.next_page_token
         )
@@ -118,7 +120,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         owner = require_user().user_id
         _check_id(request.execution_id)
         local = self._local(request.execution_id, owner)
-        if local is None:
+        if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
@@ -137,10 +139,16 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
         local = self._local(request.execution_id, owner)
-        if local is None:
+        if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
             return es.CancelExecutionResponse(execution=recorded)
         execution = await self._manager.cancel(local, request.reason)
         return es.CancelExecutionResponse(execution=execution)
+
+
+def _unfinished(local: LocalExecution | None) -> TypeGuard[LocalExecution]:
+    """Whether the unit's own view is the freshest: once an execution ended, the registry's
+    record also says how far the cleanup of a failed one is."""
+    return local is not None and local.execution.state not in TERMINAL

@@ -33,7 +33,13 @@ def _digest(*parts: str) -> str:
 
 
 def result_table(execution_id: str, operator_id: str) -> str:
-    return f"{_slug(execution_id)}__{_slug(operator_id)}_{_digest(execution_id, operator_id)}"
+    return f"{result_table_prefix(execution_id)}{_slug(operator_id)}_{_digest(execution_id, operator_id)}"
+
+
+def result_table_prefix(execution_id: str) -> str:
+    """How every result table of the execution is named first (other executions' ids may
+    sanitize alike: their tables' properties tell them apart)."""
+    return f"{_slug(execution_id)}__"
 
 
 def execution_table(execution_id: str) -> str:

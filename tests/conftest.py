@@ -23,6 +23,8 @@ TEST_STACK_ENV = {
     # Leases lapse within seconds, so that tests can lose a computing unit quickly.
     "TEXERA_LAKE_WAREHOUSE_HEARTBEAT_INTERVAL_SECONDS": "1",
     "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "6",
+    # Failed executions are cleaned up within a second.
+    "TEXERA_LAKE_WAREHOUSE_CLEANUP_INTERVAL_SECONDS": "1",
 }
 
 

@@ -11,6 +11,7 @@ from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from unit_launcher.factory import launcher_named
 from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.cleaner import ExecutionCleaner
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
 from warehouse_service.leases import sweep_forever
@@ -47,6 +48,14 @@ def build() -> ServiceProcess:
         default_cores=settings.unit_default_cores,
         default_memory_mib=settings.unit_default_memory_mib,
     )
+    guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
+    cleaner = ExecutionCleaner(
+        db,
+        catalog,
+        guard,
+        interval_seconds=settings.cleanup_interval_seconds,
+        max_backoff_seconds=settings.cleanup_max_backoff_seconds,
+    )
     background: list[asyncio.Task[None]] = []
 
     async def start() -> None:
@@ -56,6 +65,7 @@ def build() -> ServiceProcess:
             asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
         )
         background.append(asyncio.create_task(supervisor.watch_forever()))
+        background.append(asyncio.create_task(cleaner.run_forever()))
 
     async def stop() -> None:
         for task in background:
@@ -77,7 +87,7 @@ def build() -> ServiceProcess:
                     catalog,
                     settings.page_token_key,
                     delete_wait_seconds=settings.delete_wait_seconds,
-                    endpoint_guard=EndpointGuard.from_setting(settings.allowed_storage_endpoints),
+                    endpoint_guard=guard,
                 )
             ),
             ServiceBinding.of(

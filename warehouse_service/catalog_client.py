@@ -115,7 +115,15 @@ class CatalogClient:
             # Whatever the provider refuses (client, scope, audience), our configuration is wrong.
             raise CatalogError(401, exc.error, exc.description) from exc
 
-    async def _request(self, method: str, url: str, *, json: Any = None, params: Any = None) -> Any:
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """The JSON answer (None when empty); raises CatalogError or CatalogUnavailable."""
         assert self._session is not None, "open() the client first"
         failure = "no attempt"
@@ -127,9 +135,9 @@ class CatalogClient:
                 await asyncio.sleep(delay + random.uniform(0, delay / 4))  # noqa: S311 - jitter
             attempt += 1
             try:
-                headers = await self._headers()
+                sent = {**(headers or {}), **await self._headers()}
                 async with self._session.request(
-                    method, url, json=json, params=params, headers=headers
+                    method, url, json=json, params=params, headers=sent
                 ) as response:
                     body = await json_or_none(response) if await response.read() else None
                     if response.status < 400:
@@ -225,7 +233,7 @@ class CatalogClient:
     async def delete_warehouse(self, warehouse_id: str) -> None:
         await self._request("DELETE", f"{self._management}/v1/warehouse/{warehouse_id}")
 
-    # Iceberg REST API, for purges ---------------------------------------------------
+    # Iceberg REST API, for purges and cleanups --------------------------------------
 
     async def prefix(self, warehouse_name: str) -> str:
         config = await self._request(
@@ -246,15 +254,37 @@ class CatalogClient:
         return found
 
     async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]:
-        answer = await self._request("GET", f"{self._namespace_url(prefix, namespace)}/tables")
-        return [identifier["name"] for identifier in answer["identifiers"]]
+        """Every table's name in namespace, over all of the catalog's pages."""
+        names: list[str] = []
+        params: dict[str, str] = {}
+        while True:
+            answer = await self._request(
+                "GET", f"{self._namespace_url(prefix, namespace)}/tables", params=params or None
+            )
+            names += [identifier["name"] for identifier in answer["identifiers"]]
+            if not (token := answer.get("next-page-token")):
+                return names
+            params = {"pageToken": str(token)}
+
+    async def load_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> Any:
+        """The table's LoadTableResult, with storage credentials vended for its location when
+        the catalog vends them."""
+        return await self._request(
+            "GET",
+            self._table_url(prefix, namespace, table),
+            headers={"X-Iceberg-Access-Delegation": "vended-credentials"},
+        )
 
     async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None:
-        url = f"{self._namespace_url(prefix, namespace)}/tables/{quote(table, safe='')}"
-        await self._request("DELETE", url, params={"purgeRequested": "true"})
+        await self._request(
+            "DELETE", self._table_url(prefix, namespace, table), params={"purgeRequested": "true"}
+        )
 
     async def drop_namespace(self, prefix: str, namespace: tuple[str, ...]) -> None:
         await self._request("DELETE", self._namespace_url(prefix, namespace))
+
+    def _table_url(self, prefix: str, namespace: tuple[str, ...], table: str) -> str:
+        return f"{self._namespace_url(prefix, namespace)}/tables/{quote(table, safe='')}"
 
     def _namespace_url(self, prefix: str, namespace: tuple[str, ...]) -> str:
         encoded = quote(NAMESPACE_SEPARATOR.join(namespace), safe="")

@@ -32,7 +32,14 @@ EXECUTION_STATES = {
     "CANCELLED": execution_pb2.EXECUTION_STATE_CANCELLED,
 }
 EXECUTION_STATE_NAMES = {number: name for name, number in EXECUTION_STATES.items()}
+CLEANUP_STATES = {
+    "NOT_NEEDED": execution_pb2.CLEANUP_STATE_NOT_NEEDED,
+    "PENDING": execution_pb2.CLEANUP_STATE_PENDING,
+    "DONE": execution_pb2.CLEANUP_STATE_DONE,
+}
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+#: Ends whose result tables are dropped (see warehouse_service.cleaner): no outputs listed.
+CLEANED_UP_STATES = frozenset({"FAILED", "CANCELLED"})
 _FLAVORS = {"aws": warehouse_pb2.S3_FLAVOR_AWS, "s3-compat": warehouse_pb2.S3_FLAVOR_S3_COMPAT}
 FLAVOR_NAMES = {
     warehouse_pb2.S3_FLAVOR_UNSPECIFIED: "aws",
@@ -100,6 +107,7 @@ def execution(row: Row, outputs: Iterable[Row]) -> execution_pb2.Execution:
         workflow_id=row["workflow_id"],
         owner_user_id=row["owner_user_id"],
         state=EXECUTION_STATES[row["state"]],
+        cleanup_state=CLEANUP_STATES[row["cleanup_state"]],
         create_time=timestamp(row["created_at"]),
         start_time=timestamp(row["started_at"]),
         end_time=timestamp(row["ended_at"]),

@@ -109,6 +109,20 @@ class WarehouseServiceSettings(ServerSettings):
         "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
         scoped=True,
     )
+    cleanup_interval_seconds: float = setting(
+        "CLEANUP_INTERVAL_SECONDS",
+        5.0,
+        "How often the registry looks for failed or cancelled executions whose result tables "
+        "and uncommitted files are still to be removed.",
+        scoped=True,
+    )
+    cleanup_max_backoff_seconds: float = setting(
+        "CLEANUP_MAX_BACKOFF_SECONDS",
+        900.0,
+        "Longest wait between two attempts at one execution's cleanup (the waits double from "
+        "the cleanup interval); it is retried until done.",
+        scoped=True,
+    )
     allowed_storage_endpoints: str = setting(
         "ALLOWED_STORAGE_ENDPOINTS",
         "",

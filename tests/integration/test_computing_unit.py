@@ -318,24 +318,6 @@ def test_user_code_does_not_see_the_units_secrets(stack: Stack) -> None:
     assert not [name for name in seen.split(",") if "CREDENTIAL" in name]
 
 
-def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:
-    client, warehouse_id, grant = new_user(stack, "canceller")
-    execution = client.submit(warehouse_id, slow_workflow())
-    running = client.wait_for_state(execution.execution_id, EX.EXECUTION_STATE_RUNNING)
-    assert state_name(running) == "RUNNING"
-    time.sleep(2)  # let the tasks start
-    client.cancel(execution.execution_id, "not needed any more")
-    ended = client.finish(execution.execution_id, timeout=60)
-    assert state_name(ended) == "CANCELLED"
-    assert ended.error.reason == "CANCELLED_BY_USER"
-    assert ended.error.message == "not needed any more"
-    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
-    assert catalog.list_tables("results") == []
-    assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k]
-    # Cancelling what has ended changes nothing.
-    assert client.cancel(execution.execution_id) == ended
-
-
 def test_executions_beyond_capacity_wait_in_order_and_can_be_cancelled_while_queued(
     stack: Stack,
 ) -> None:

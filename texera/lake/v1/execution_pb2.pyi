@@ -20,6 +20,42 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _CleanupState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CleanupStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CleanupState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CLEANUP_STATE_UNSPECIFIED: _CleanupState.ValueType  # 0
+    """Not known here: a computing unit's own view of an execution it runs."""
+    CLEANUP_STATE_NOT_NEEDED: _CleanupState.ValueType  # 1
+    """Nothing to clean up: the execution is queued, running or succeeded."""
+    CLEANUP_STATE_PENDING: _CleanupState.ValueType  # 2
+    """The execution failed or was cancelled; its result tables and uncommitted
+    files are being removed (retried until done).
+    """
+    CLEANUP_STATE_DONE: _CleanupState.ValueType  # 3
+    """Its result tables are dropped with their files and no file it wrote is
+    left in the warehouse; it lists no outputs.
+    """
+
+class CleanupState(_CleanupState, metaclass=_CleanupStateEnumTypeWrapper):
+    """The cleanup of a failed or cancelled execution's results."""
+
+CLEANUP_STATE_UNSPECIFIED: CleanupState.ValueType  # 0
+"""Not known here: a computing unit's own view of an execution it runs."""
+CLEANUP_STATE_NOT_NEEDED: CleanupState.ValueType  # 1
+"""Nothing to clean up: the execution is queued, running or succeeded."""
+CLEANUP_STATE_PENDING: CleanupState.ValueType  # 2
+"""The execution failed or was cancelled; its result tables and uncommitted
+files are being removed (retried until done).
+"""
+CLEANUP_STATE_DONE: CleanupState.ValueType  # 3
+"""Its result tables are dropped with their files and no file it wrote is
+left in the warehouse; it lists no outputs.
+"""
+Global___CleanupState: _TypeAlias = CleanupState  # noqa: Y015
+
 class _ExecutionState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -76,6 +112,7 @@ class Execution(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     OUTPUTS_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
+    CLEANUP_STATE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Identifier, chosen by the submitter or assigned on submit. 1 to 64
     characters of letters, digits, `_` and `-`, starting with a letter or
@@ -91,6 +128,12 @@ class Execution(_message.Message):
     """User id of the submitter. Output only."""
     state: Global___ExecutionState.ValueType
     """Where the execution is in its lifecycle. Output only."""
+    cleanup_state: Global___CleanupState.ValueType
+    """Whether what a failed or cancelled execution left behind (its result
+    tables and the files it wrote but never committed) is removed yet. The
+    registry retries the cleanup until it is done; statistics and console
+    messages are kept. Output only.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the execution was submitted. Output only."""
@@ -132,10 +175,11 @@ class Execution(_message.Message):
         error: Global___ExecutionError | None = ...,
         outputs: _abc.Iterable[Global___ExecutionOutput] | None = ...,
         progress: Global___ExecutionProgress | None = ...,
+        cleanup_state: Global___CleanupState.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "end_time", b"end_time", "error", b"error", "progress", b"progress", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "create_time", b"create_time", "end_time", b"end_time", "error", b"error", "execution_id", b"execution_id", "outputs", b"outputs", "owner_user_id", b"owner_user_id", "progress", b"progress", "start_time", b"start_time", "state", b"state", "warehouse_id", b"warehouse_id", "workflow_id", b"workflow_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleanup_state", b"cleanup_state", "computing_unit_id", b"computing_unit_id", "create_time", b"create_time", "end_time", b"end_time", "error", b"error", "execution_id", b"execution_id", "outputs", b"outputs", "owner_user_id", b"owner_user_id", "progress", b"progress", "start_time", b"start_time", "state", b"state", "warehouse_id", b"warehouse_id", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
