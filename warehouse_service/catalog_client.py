@@ -1,8 +1,9 @@
 """A client of Lakekeeper's management API and, for purges, of the Iceberg REST API.
 
-Timeouts on every call; connection errors, timeouts and 5xx answers (JSON or
-not: a proxy's HTML page is an outage too) are retried with exponential
-backoff, then reported as CatalogUnavailable. 4xx answers are CatalogError
+Timeouts on every call; connection errors, timeouts, 408, 429 and 5xx answers
+(JSON or not: a proxy's HTML page is an outage too) are retried with
+exponential backoff (service_runtime.retry), then reported as
+CatalogUnavailable. Other 4xx answers are CatalogError
 with the catalog's status, type and message. With an OAuth2 client, every call
 carries the registry's bearer token; a 401 is retried once with a fresh token.
 Request bodies carry storage credentials: they are never logged, and no
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from service_runtime.retry import RetryPolicy, retry_async
+from service_runtime.retry import RetryPolicy, retry_async, transient_http_status
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.catalog_oauth import (
     AccessToken,
@@ -160,7 +161,7 @@ class CatalogClient:
                 continue
             error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
             error = error if isinstance(error, dict) else {}
-            if status < 500:
+            if status < 500 and not transient_http_status(status):
                 raise CatalogError(
                     status, str(error.get("type", "")), str(error.get("message", ""))
                 )

@@ -215,6 +215,15 @@ def bad_fields(error: grpc.RpcError) -> set[str]:
     return fields
 
 
+def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
+    """The reason and metadata of an error's ErrorInfo details ("" and {} without)."""
+    for detail in status_details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason, dict(info.metadata)
+    return "", {}
+
+
 def grpcurl(
     *args: str, check: bool = True, stdin: str | None = None, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:

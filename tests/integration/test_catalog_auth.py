@@ -12,7 +12,6 @@ from pathlib import Path
 import grpc
 import pytest
 import requests
-from google.rpc import error_details_pb2
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, UnauthorizedError
 from pyiceberg.schema import Schema
@@ -22,11 +21,11 @@ from catalog_map.backends import CatalogFactory
 from catalog_map.cache import CatalogMap
 from embedded_stack.secrets import secret_setting
 from embedded_stack.stack import CATALOG_CLIENT_ID, Stack
-from service_runtime.errors import status_details
 from tests.integration.catalog_client import admin_headers
 from tests.integration.mesh import (
     RegistryClient,
     create_warehouse,
+    reason_of,
     refused,
     register_unit,
     registry_as,
@@ -42,14 +41,6 @@ pytestmark = pytest.mark.integration
 OUTSIDER = "outsider"
 OUTSIDER_SECRET = "outsider-secret-" + uuid.uuid4().hex
 SHORT_TOKEN_SECONDS = 4
-
-
-def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
-    for detail in status_details(error):
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return info.reason, dict(info.metadata)
-    return "", {}
 
 
 def registry_secret(stack: Stack) -> str:
