@@ -244,7 +244,7 @@ def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
     client = unit_as(stack, owner)
     flow = workflow(
         [
-            {"operator_id": "n", "range_source": {"end": 6000, "partitions": 4}},
+            {"operator_id": "n", "range_source": {"end": 6000, "partitions": 2}},
             {
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
