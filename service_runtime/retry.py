@@ -4,8 +4,8 @@ time and number of attempts.
 The one retry helper of the project (built on tenacity). Callers say which
 failures are transient; everything else is raised at once, and once the
 time or the attempts are spent the last failure is raised as it was. The
-generic signs of a passing failure (an HTTP 5xx, 408 or 429, a refused or
-reset connection, a timeout) are here; each caller adds those of its own
+generic signs of a passing failure (HTTP 408, 429, 500, 502, 503 or 504, a
+refused or reset connection, a timeout) are here; each caller adds those of its own
 libraries.
 """
 
