@@ -136,6 +136,8 @@ class CatalogMap:
         answered as UNAVAILABLE for the caller to retry."""
         try:
             return await self.get(warehouse_id, binding)
+        except ServiceError:
+            raise  # the registry's own answer (its database down, say), relayed as it is
         except Exception as exc:
             raise catalog_unavailable(warehouse_id, exc) from exc
 

@@ -1,10 +1,12 @@
 """Vended storage credentials that are renewed before they run out.
 
 A REST catalog vends short-lived credentials with a table (Lakekeeper: about
-an hour) and pyiceberg never renews them. A reader or writer that outlives
-half of their lifetime asks the catalog's credentials endpoint
-(``GET …/tables/{table}/credentials``) for fresh ones before its next file, as
-Iceberg's own clients do.
+an hour) and pyiceberg never renews them. Before each file, a reader or
+writer whose credentials have less than a margin left (five minutes, or half
+their lifetime if shorter) asks the catalog's credentials endpoint
+(``GET …/tables/{table}/credentials``) for fresh ones, as Iceberg's own
+clients do. The credentials stay those vended for the table: never longer
+lived, never broader.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
 EXPIRES_AT = "s3.session-token-expires-at-ms"
+#: Credentials are renewed once less than this is left of them (or half their lifetime).
+RENEW_MARGIN_SECONDS = 300.0
 NAMESPACE_SEPARATOR = "\x1f"
 
 
@@ -64,17 +68,46 @@ class CredentialEndpoint:
         return config
 
 
+@dataclass(frozen=True)
+class CredentialTerm:
+    """When credentials were vended and when they expire (None: never, or cannot be renewed)."""
+
+    vended_at: float
+    expires_at: float | None
+
+    @classmethod
+    def of(cls, properties: dict[str, str], vended_at: float, renewable: bool) -> CredentialTerm:
+        expires = properties.get(EXPIRES_AT)
+        return cls(vended_at, int(expires) / 1000 if expires and renewable else None)
+
+    def renewal_due(self) -> bool:
+        """Less than the margin is left: RENEW_MARGIN_SECONDS, or half their lifetime if that
+        is shorter."""
+        if self.expires_at is None:
+            return False
+        margin = min(RENEW_MARGIN_SECONDS, (self.expires_at - self.vended_at) / 2)
+        return self.expires_at - time.time() <= margin
+
+
 class RenewingFileIO:
-    """A FileIO for the files under one location, renewed once half its credentials' life
-    has passed."""
+    """A FileIO for the files under one location, renewed before each file once less than a
+    margin is left of its credentials. vended_at: when the catalog vended io_properties' credentials
+    (they may travel a while, to a Spark task, before they are used)."""
 
     def __init__(
-        self, io_properties: dict[str, str], refresh: CredentialEndpoint | None, location: str
+        self,
+        io_properties: dict[str, str],
+        refresh: CredentialEndpoint | None,
+        location: str,
+        *,
+        vended_at: float | None = None,
     ) -> None:
         self._refresh = refresh
         self._location = location
         self._properties = dict(io_properties)
-        self._fetched_at = time.time()
+        self.term = CredentialTerm.of(
+            self._properties, time.time() if vended_at is None else vended_at, refresh is not None
+        )
         self._io = PyArrowFileIO(self._properties)
 
     @classmethod
@@ -83,18 +116,12 @@ class RenewingFileIO:
             dict(table.io.properties), CredentialEndpoint.of(catalog, table), table.location()
         )
 
-    def _stale(self) -> bool:
-        expires = self._properties.get(EXPIRES_AT)
-        if expires is None or self._refresh is None:
-            return False
-        expires_at = int(expires) / 1000
-        return time.time() >= self._fetched_at + (expires_at - self._fetched_at) / 2
-
     def get(self) -> PyArrowFileIO:
-        if self._stale():
+        if self.term.renewal_due():
             assert self._refresh is not None
+            fetched_at = time.time()
             self._properties.update(self._refresh.fetch(self._location))
-            self._fetched_at = time.time()
+            self.term = CredentialTerm.of(self._properties, fetched_at, renewable=True)
             self._io = PyArrowFileIO(self._properties)
         return self._io
 

@@ -53,6 +53,7 @@ from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_client.executions import TERMINAL
 from lake_tables import naming
 from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
+from service_runtime.retry import RetryPolicy
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
@@ -146,6 +147,7 @@ class ExecutionManager:
             commit_interval_seconds=settings.commit_interval_seconds,
             commit_max_bytes=settings.commit_max_bytes,
             max_result_bytes=settings.max_result_bytes,
+            retry=RetryPolicy(window_seconds=settings.commit_retry_seconds),
         )
 
     @property
@@ -336,6 +338,7 @@ class ExecutionManager:
                 execution.execution_id,
                 properties,
                 self._settings.telemetry_interval_seconds,
+                self._policy.retry,
             ),
             policy=self._policy,
             table_properties=properties,

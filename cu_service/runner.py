@@ -19,9 +19,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
 import requests
+import sqlalchemy.exc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
 from pyspark.accumulators import Accumulator
@@ -34,7 +36,9 @@ from cu_service.workflow.file_roots import OutsideRoots
 from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import NAMESPACES, RESULTS, result_table
+from lake_tables.transient import transient_table_failure
 from lake_tables.uncommitted import data_folder, delete_folder
+from service_runtime.retry import retry_call
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
@@ -93,7 +97,12 @@ class ExecutionRun:
             self.telemetry.stats[operator_id] = stats
         try:
             for namespace in NAMESPACES:
-                self.catalog.create_namespace_if_not_exists(namespace)
+                retry_call(
+                    partial(self.catalog.create_namespace_if_not_exists, namespace),
+                    policy=self.policy.retry,
+                    transient=transient_table_failure,
+                    what="create namespace",
+                )
             self.telemetry.open()
             self.reporter.running()
             self._recheck_files()
@@ -270,8 +279,8 @@ class ExecutionRun:
 
 def _reason(exc: BaseException) -> str:
     """The machine-readable cause of a failure that is not an operator's."""
-    if isinstance(exc, RESTError | requests.RequestException):
-        return "CATALOG_UNAVAILABLE"
+    if isinstance(exc, RESTError | requests.RequestException | sqlalchemy.exc.OperationalError):
+        return "CATALOG_UNAVAILABLE"  # the REST catalog, or the SQL catalog's database
     if isinstance(exc, OSError):  # pyarrow's storage errors
         return "STORAGE_UNAVAILABLE"
     return "EXECUTION_FAILED"

@@ -64,6 +64,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "A long write commits once this many bytes of finished files wait.",
         scoped=True,
     )
+    commit_retry_seconds: float = setting(
+        "COMMIT_RETRY_SECONDS",
+        60.0,
+        "How long commits and telemetry appends retry a catalog or storage that fails "
+        "transiently (5xx, refused connections, timeouts) before the execution fails.",
+        scoped=True,
+    )
     telemetry_interval_seconds: float = setting(
         "TELEMETRY_INTERVAL_SECONDS",
         10.0,
@@ -156,6 +163,8 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_TARGET_FILE_SIZE_BYTES must be at least 1 MiB")
+        if self.commit_retry_seconds < 0:
+            raise ConfigError(f"{self.variable_of('commit_retry_seconds')} must be 0 or more")
         if self.worker_memory_bytes < 256 * 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
         for name in (

@@ -2,11 +2,13 @@
 
 A catalog's FileIO cannot be pickled, so tasks get the table's metadata (JSON)
 and the FileIO's plain properties, which carry the short-lived credentials the
-catalog vended, and renew them as catalog_map.credentials describes.
+catalog vended and when it vended them, and renew them as
+catalog_map.credentials describes.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from pyiceberg.catalog import Catalog
@@ -23,6 +25,8 @@ class TableAccess:
     metadata_json: str
     io_properties: dict[str, str] = field(repr=False)
     refresh: CredentialEndpoint | None = None
+    #: When the catalog vended the credentials in io_properties (tasks may start much later).
+    vended_at: float = field(default_factory=time.time)
 
     @classmethod
     def of(cls, catalog: Catalog, table: Table) -> TableAccess:
@@ -37,4 +41,4 @@ class TableAccess:
 
     def file_io(self, location: str) -> RenewingFileIO:
         """A FileIO for a task working under location."""
-        return RenewingFileIO(self.io_properties, self.refresh, location)
+        return RenewingFileIO(self.io_properties, self.refresh, location, vended_at=self.vended_at)

@@ -2,7 +2,9 @@
 
 Both are buffered in memory and appended on a timer (one snapshot per table
 per interval at most, and a last one when the execution ends), never one
-snapshot per update. A statistics sample is written for an operator only when
+snapshot per update. Appends retry short outages, exactly once each, like
+commits of results (cu_service.writer.commit): a failed execution's messages
+and statistics matter most. A statistics sample is written for an operator only when
 something about it changed since the previous one.
 """
 
@@ -21,8 +23,11 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 
 from cu_service.workflow.udf import ConsoleEntry, clip
-from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RUNTIME_STATS, execution_table
+from cu_service.writer.commit import CommitMark, commit_once
+from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from lake_tables.telemetry import CONSOLE_SCHEMA, STATS_SCHEMA
+from lake_tables.transient import transient_table_failure
+from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.telemetry")
 
@@ -60,14 +65,34 @@ class OperatorStats:
 
 
 @dataclass
+class _Outbox:
+    """Rows gathered for one table, in batches numbered as their commits will be; a batch
+    leaves only once committed, so a failed append is retried with the same rows and number
+    (and is not committed twice if it had landed)."""
+
+    next_sequence: int = 1
+    batches: list[tuple[int, pa.Table]] = field(default_factory=list)
+
+    def add(self, rows: pa.Table) -> None:
+        if rows.num_rows:
+            self.batches.append((self.next_sequence, rows))
+            self.next_sequence += 1
+
+
+@dataclass
 class Telemetry:
     catalog: Catalog
     execution_id: str
     table_properties: dict[str, str]
     interval_seconds: float
+    #: How appends are retried through short outages of the catalog and storage.
+    retry: RetryPolicy
     stats: dict[str, OperatorStats] = field(default_factory=dict)
     _console: list[ConsoleEntry] = field(default_factory=list)
     _written: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    _outboxes: dict[str, _Outbox] = field(
+        default_factory=lambda: {RUNTIME_STATS: _Outbox(), CONSOLE_LOGS: _Outbox()}
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -78,10 +103,20 @@ class Telemetry:
     def open(self) -> None:
         """Creates the two tables and starts flushing on the timer."""
         for namespace, schema in ((RUNTIME_STATS, STATS_SCHEMA), (CONSOLE_LOGS, CONSOLE_SCHEMA)):
-            with contextlib.suppress(TableAlreadyExistsError):  # a retried execution on this unit
-                self.catalog.create_table(
-                    self._identifier(namespace), schema=schema, properties=self.table_properties
-                )
+            identifier = self._identifier(namespace)
+
+            def create(
+                identifier: tuple[str, str] = identifier, schema: pa.Schema = schema
+            ) -> None:
+                # Exists already: a retried execution on this unit, or an answer that was lost.
+                with contextlib.suppress(TableAlreadyExistsError):
+                    self.catalog.create_table(
+                        identifier, schema=schema, properties=self.table_properties
+                    )
+
+            retry_call(
+                create, policy=self.retry, transient=transient_table_failure, what="create table"
+            )
         self._thread = threading.Thread(
             target=self._flush_on_timer, name=f"telemetry-{self.execution_id}", daemon=True
         )
@@ -101,40 +136,44 @@ class Telemetry:
             self.flush()
 
     def flush(self) -> None:
-        """Appends what gathered since the last flush; a failure is logged and retried next time."""
+        """Appends what gathered since the last flush; what cannot be appended within the
+        retry window is logged and kept for the next flush."""
+        self._gather()
+        for namespace, outbox in self._outboxes.items():
+            try:
+                while outbox.batches:
+                    sequence, rows = outbox.batches[0]
+                    self._append(namespace, sequence, rows)
+                    outbox.batches.pop(0)
+            except Exception:
+                log.exception(
+                    "could not append telemetry; keeping it for the next flush",
+                    extra={"execution_id": self.execution_id, "table": namespace},
+                )
+
+    def _gather(self) -> None:
+        """Moves new console messages and changed statistics into the outboxes."""
         now = datetime.now(UTC)
         with self._lock:
             entries, self._console = self._console, []
             changed = [
                 s for s in self.stats.values() if self._written.get(s.operator_id) != s.signature()
             ]
-            samples = [(s.operator_id, s.signature(), self._sample(s, now)) for s in changed]
-        try:
-            if samples:
-                self._append(
-                    RUNTIME_STATS,
-                    pa.Table.from_pylist([row for _, _, row in samples], STATS_SCHEMA),
-                )
-            if entries:
-                rows = [
-                    {
-                        "operator_id": e.operator_id,
-                        "log_time": e.log_time,
-                        "level": e.level,
-                        "message": e.message,
-                        "traceback": e.traceback,
-                    }
-                    for e in entries
-                ]
-                self._append(CONSOLE_LOGS, pa.Table.from_pylist(rows, CONSOLE_SCHEMA))
-        except Exception:
-            log.exception("could not append telemetry; keeping it for the next flush")
-            with self._lock:
-                self._console = entries + self._console
-            return
-        with self._lock:
-            for operator_id, signature, _ in samples:
-                self._written[operator_id] = signature
+            for stats in changed:
+                self._written[stats.operator_id] = stats.signature()
+            samples = [self._sample(s, now) for s in changed]
+        self._outboxes[RUNTIME_STATS].add(pa.Table.from_pylist(samples, STATS_SCHEMA))
+        rows = [
+            {
+                "operator_id": e.operator_id,
+                "log_time": e.log_time,
+                "level": e.level,
+                "message": e.message,
+                "traceback": e.traceback,
+            }
+            for e in entries
+        ]
+        self._outboxes[CONSOLE_LOGS].add(pa.Table.from_pylist(rows, CONSOLE_SCHEMA))
 
     @staticmethod
     def _sample(stats: OperatorStats, now: datetime) -> dict[str, Any]:
@@ -149,9 +188,14 @@ class Telemetry:
             "elapsed_ms": stats.elapsed_ms(),
         }
 
-    def _append(self, namespace: str, rows: pa.Table) -> None:
-        table = self.catalog.load_table(self._identifier(namespace))  # fresh credentials
-        table.append(rows, snapshot_properties={EXECUTION_ID: self.execution_id})
+    def _append(self, namespace: str, sequence: int, rows: pa.Table) -> None:
+        identifier = self._identifier(namespace)
+        commit_once(
+            lambda: self.catalog.load_table(identifier),  # fresh credentials
+            lambda table, properties: table.append(rows, snapshot_properties=properties),
+            CommitMark(self.execution_id, sequence),
+            self.retry,
+        )
 
     def close(self) -> None:
         """Stops the timer and writes what is left."""

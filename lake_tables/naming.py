@@ -22,6 +22,8 @@ WORKFLOW_ID = "texera.workflow-id"
 OPERATOR_ID = "texera.operator-id"
 OUTPUT_PORT = "texera.output-port"
 COMPUTING_UNIT_ID = "texera.computing-unit-id"
+#: In a snapshot's summary: which of its execution's commits to the table it is (1, 2, ...).
+COMMIT_SEQUENCE = "texera.commit-sequence"
 
 
 def _slug(text: str) -> str:

@@ -1,8 +1,9 @@
 """A client of Lakekeeper's management API and, for purges, of the Iceberg REST API.
 
-Timeouts on every call; connection errors, timeouts and 5xx answers (JSON or
-not: a proxy's HTML page is an outage too) are retried with exponential
-backoff, then reported as CatalogUnavailable. 4xx answers are CatalogError
+Timeouts on every call; connection errors, timeouts, 408, 429 and 5xx answers
+(JSON or not: a proxy's HTML page is an outage too) are retried with
+exponential backoff (service_runtime.retry), then reported as
+CatalogUnavailable. Other 4xx answers are CatalogError
 with the catalog's status, type and message. With an OAuth2 client, every call
 carries the registry's bearer token; a 401 is retried once with a fresh token.
 Request bodies carry storage credentials: they are never logged, and no
@@ -11,14 +12,14 @@ exception message includes them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
+import math
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
+from service_runtime.retry import RetryPolicy, retry_async, transient_http_status
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.catalog_oauth import (
     AccessToken,
@@ -49,6 +50,10 @@ class CatalogError(Exception):
 
 class CatalogUnavailable(Exception):
     """The catalog could not be reached, or kept failing, within the retries."""
+
+
+def _unavailable(error: BaseException) -> bool:
+    return isinstance(error, CatalogUnavailable)
 
 
 def storage_profile_json(storage: warehouse_pb2.S3StorageProfile) -> dict[str, Any]:
@@ -115,6 +120,13 @@ class CatalogClient:
             # Whatever the provider refuses (client, scope, audience), our configuration is wrong.
             raise CatalogError(401, exc.error, exc.description) from exc
 
+    def _retrying(self) -> RetryPolicy:
+        return RetryPolicy(
+            window_seconds=math.inf,  # bounded by the attempts, each by its timeout
+            first_wait_seconds=self._backoff,
+            max_attempts=self._attempts,
+        )
+
     async def _request(
         self,
         method: str,
@@ -125,50 +137,47 @@ class CatalogClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """The JSON answer (None when empty); raises CatalogError or CatalogUnavailable."""
+        return await retry_async(
+            lambda: self._attempt(method, url, json=json, params=params, headers=headers),
+            policy=self._retrying(),
+            transient=_unavailable,
+            what=f"catalog {method} {url.split('?', maxsplit=1)[0]}",
+        )
+
+    async def _attempt(
+        self, method: str, url: str, *, json: Any, params: Any, headers: dict[str, str] | None
+    ) -> Any:
+        """One call; a 401 with OAuth2 is repeated at once with a fresh token (the token may
+        have been revoked, or the catalog restarted)."""
         assert self._session is not None, "open() the client first"
-        failure = "no attempt"
-        renewed = False
-        attempt = 0
-        while attempt < self._attempts:
-            if attempt:
-                delay = self._backoff * 2 ** (attempt - 1)
-                await asyncio.sleep(delay + random.uniform(0, delay / 4))  # noqa: S311 - jitter
-            attempt += 1
+        for renewed in (False, True):
             try:
                 sent = {**(headers or {}), **await self._headers()}
                 async with self._session.request(
                     method, url, json=json, params=params, headers=sent
                 ) as response:
                     body = await json_or_none(response) if await response.read() else None
-                    if response.status < 400:
-                        return body
-                    if response.status == 401 and self._oauth is not None and not renewed:
-                        # The token may have been revoked or the catalog restarted: once more
-                        # with a fresh one, at once.
-                        self._oauth.forget()
-                        renewed, attempt = True, attempt - 1
-                        continue
-                    error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
-                    error = error if isinstance(error, dict) else {}
-                    if response.status < 500:
-                        raise CatalogError(
-                            response.status,
-                            str(error.get("type", "")),
-                            str(error.get("message", "")),
-                        )
-                    failure = f"HTTP {response.status} {error.get('type', '')}".strip()
-            except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
-                failure = str(exc) if isinstance(exc, TokenEndpointFailed) else type(exc).__name__
-            log.warning(
-                "catalog call failed",
-                extra={
-                    "method": method,
-                    "url": url.split("?", maxsplit=1)[0],
-                    "attempt": attempt + 1,
-                    "failure": failure,
-                },
-            )
-        raise CatalogUnavailable(f"the catalog did not answer ({failure})")
+                    status = response.status
+            except TokenEndpointFailed as exc:
+                raise CatalogUnavailable(f"the catalog did not answer ({exc})") from exc
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise CatalogUnavailable(
+                    f"the catalog did not answer ({type(exc).__name__})"
+                ) from exc
+            if status < 400:
+                return body
+            if status == 401 and self._oauth is not None and not renewed:
+                self._oauth.forget()
+                continue
+            error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+            error = error if isinstance(error, dict) else {}
+            if status < 500 and not transient_http_status(status):
+                raise CatalogError(
+                    status, str(error.get("type", "")), str(error.get("message", ""))
+                )
+            failure = f"HTTP {status} {error.get('type', '')}".strip()
+            raise CatalogUnavailable(f"the catalog did not answer ({failure})")
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def warehouse_token(
         self, catalog_warehouse_id: str, *, write: bool
@@ -178,24 +187,28 @@ class CatalogClient:
         assert self._session is not None, "open() the client first"
         if self._oauth is None:
             return None
+        oauth, session = self._oauth, self._session
         scope = f"warehouse:{catalog_warehouse_id}:{'write' if write else 'read'}"
-        for attempt in range(self._attempts):
-            if attempt:
-                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
-            try:
-                return await self._oauth.scoped(self._session, scope)
-            except TokenEndpointError as exc:
-                if exc.error != "invalid_grant" or attempt:
-                    raise CatalogError(
-                        401 if exc.error == "invalid_client" else 403, exc.error, exc.description
-                    ) from exc
-                self._oauth.forget()  # our own token was refused: exchange a fresh one
-            except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
-                log.warning(
-                    "token exchange failed",
-                    extra={"attempt": attempt + 1, "failure": type(exc).__name__},
-                )
-        raise CatalogUnavailable("the catalog's token endpoint did not answer")
+
+        async def exchange() -> AccessToken:
+            for renewed in (False, True):
+                try:
+                    return await oauth.scoped(session, scope)
+                except TokenEndpointError as exc:
+                    if exc.error != "invalid_grant" or renewed:
+                        raise CatalogError(
+                            401 if exc.error == "invalid_client" else 403,
+                            exc.error,
+                            exc.description,
+                        ) from exc
+                    oauth.forget()  # our own token was refused: exchange a fresh one
+                except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
+                    raise CatalogUnavailable("the catalog's token endpoint did not answer") from exc
+            raise AssertionError("unreachable: the second exchange returns or raises")
+
+        return await retry_async(
+            exchange, policy=self._retrying(), transient=_unavailable, what="token exchange"
+        )
 
     # Management API -----------------------------------------------------------------
 

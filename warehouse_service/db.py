@@ -2,8 +2,9 @@
 
 asyncpg's pool replaces broken connections by itself, so once the database is
 back, the next call works again. While it is down, every call that needs it
-answers UNAVAILABLE, which callers may retry (with their request_id where the
-call changes something).
+answers UNAVAILABLE with ErrorInfo reason REGISTRY_DATABASE_UNAVAILABLE, which
+callers (and the services relaying the answer) may retry, with their
+request_id where the call changes something.
 """
 
 from __future__ import annotations
@@ -46,9 +47,16 @@ def present(row: asyncpg.Record | None) -> asyncpg.Record:
     return row
 
 
+#: The ErrorInfo reason of every answer the registry gives while its database is down.
+DATABASE_UNAVAILABLE = "REGISTRY_DATABASE_UNAVAILABLE"
+
+
 def unavailable() -> ServiceError:
     return ServiceError(
-        grpc.StatusCode.UNAVAILABLE, "the registry's database is unavailable; retry later"
+        grpc.StatusCode.UNAVAILABLE,
+        "the registry's database is unavailable; retry later",
+        reason=DATABASE_UNAVAILABLE,
+        retry_delay_seconds=2.0,
     )
 
 

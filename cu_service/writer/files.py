@@ -1,7 +1,9 @@
 """Writing a Spark partition as Iceberg data files, inside the Spark task (executor side).
 
 Each task streams its Arrow batches into Parquet files directly in the
-table's storage, rolling over to a new file at the target size, and returns
+table's storage, rolling over to a new file at the target size (or sooner,
+when the credentials it uploads with near their end: each file is opened,
+and each upload finished, with credentials that have a margin left), and returns
 one row per file with what the driver needs to commit it: path, size and the
 column statistics Iceberg keeps. File names carry a fresh UUID per file, so no
 two tasks (nor two attempts of one task) ever write the same file. A value
@@ -32,6 +34,7 @@ from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table.metadata import TableMetadata
 from pyspark import TaskContext
 
+from catalog_map.credentials import CredentialTerm
 from cu_service.resource_limits import RESULT_BYTES_MARKER
 from cu_service.table_access import TableAccess
 from cu_service.workflow.udf import OperatorFailure, clip
@@ -75,6 +78,8 @@ class _RollingParquetWriter:
         self._column_mapping = parquet_path_to_id_mapping(file_schema)
         self._writer: pq.ParquetWriter | None = None
         self._stream: Any = None
+        #: The credentials the open file is being uploaded with.
+        self._term: CredentialTerm | None = None
         self._path = ""
         self._finished_bytes = 0
         context = TaskContext.get()
@@ -84,16 +89,11 @@ class _RollingParquetWriter:
         self.files: list[dict[str, Any]] = []
 
     def write(self, table: pa.Table) -> None:
+        if self._credentials_ending():
+            self.close_file()  # finished while its credentials last (rows came slowly)
         if self._writer is None:
-            self._path = f"{self._spec.data_location}/{self._task}-{uuid.uuid4().hex}.parquet"
-            filesystem, path = self._io.filesystem(self._path)
-            self._stream = filesystem.open_output_stream(path)
-            self._writer = pq.ParquetWriter(
-                self._stream,
-                schema=table.schema,
-                store_decimal_as_integer=True,
-                **self._writer_kwargs,
-            )
+            self._open(table.schema)
+            assert self._writer is not None
         self._writer.write_table(table, row_group_size=max(len(table), 1))
         written = self._finished_bytes + self._stream.tell()
         if written > self._spec.max_bytes:
@@ -101,8 +101,22 @@ class _RollingParquetWriter:
                 f"{RESULT_BYTES_MARKER} a task wrote {written} bytes, over the "
                 f"{self._spec.max_bytes} its execution had left"
             )
-        if self._stream.tell() >= self._spec.target_file_size:
+        if self._stream.tell() >= self._spec.target_file_size or self._credentials_ending():
             self.close_file()
+
+    def _open(self, schema: pa.Schema) -> None:
+        self._path = f"{self._spec.data_location}/{self._task}-{uuid.uuid4().hex}.parquet"
+        filesystem, path = self._io.filesystem(self._path)  # renewed if near their end
+        self._stream = filesystem.open_output_stream(path)
+        self._term = self._io.term
+        self._writer = pq.ParquetWriter(
+            self._stream, schema=schema, store_decimal_as_integer=True, **self._writer_kwargs
+        )
+
+    def _credentials_ending(self) -> bool:
+        """The open file's upload has less than the renewal margin of its credentials left: it
+        is closed, and the next rows go to a new file with renewed ones."""
+        return self._writer is not None and self._term is not None and self._term.renewal_due()
 
     def close_file(self) -> None:
         if self._writer is None:

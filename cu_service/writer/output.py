@@ -4,9 +4,10 @@ The write runs as Spark jobs over waves of the output's partitions (four
 partitions per task slot of the cluster). Each wave returns the files
 its tasks wrote; the driver commits what has gathered once enough time or
 bytes have passed, so a long write shows results as it goes without ever
-committing per small batch, and a short one commits once. Before each commit
-the table is loaded again, which also renews the vended credentials used to
-write the manifests.
+committing per small batch, and a short one commits once. Each commit loads
+the table again (which also renews the vended credentials used to write the
+manifests) and survives short outages without committing a file twice (see
+cu_service.writer.commit).
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from functools import partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import TableAlreadyExistsError
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, Row
 
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
-from cu_service.writer.commit import commit
+from cu_service.writer.commit import CommitMark, append_files, commit_once
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
 from lake_tables.naming import RESULTS, result_table
+from lake_tables.transient import transient_table_failure
+from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.writer")
 
@@ -39,6 +43,8 @@ class WritePolicy:
     commit_max_bytes: int
     #: Bytes one execution may write across its outputs.
     max_result_bytes: int
+    #: How catalog calls and commits are retried through short outages.
+    retry: RetryPolicy
 
 
 @dataclass
@@ -90,10 +96,25 @@ class OutputWriter:
     def write(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> WrittenOutput:
         """Creates the output's table and fills it; output is updated as it goes."""
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
-        table = self._catalog.create_table(
-            identifier,
-            schema=arrow_schema(frame.schema),
-            properties={**self._properties, "texera.operator-id": operator_id},
+        schema = arrow_schema(frame.schema)
+        properties = {**self._properties, "texera.operator-id": operator_id}
+        attempts = 0
+
+        def create() -> Table:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return self._catalog.create_table(identifier, schema=schema, properties=properties)
+            except TableAlreadyExistsError:
+                if attempts == 1:
+                    raise
+                return self._catalog.load_table(identifier)  # created; its answer was lost
+
+        table = retry_call(
+            create,
+            policy=self._policy.retry,
+            transient=transient_table_failure,
+            what="create table",
         )
         output.location = table.location()
         self._on_progress(output)  # listed from now on, even if it ends with no rows
@@ -142,7 +163,12 @@ class OutputWriter:
         output: WrittenOutput,
     ) -> None:
         entries = list(described)
-        table: Table = commit(self._catalog.load_table(identifier), entries, self._execution_id)
+        table = commit_once(
+            lambda: self._catalog.load_table(identifier),
+            append_files(entries),
+            CommitMark(self._execution_id, output.commits + 1),
+            self._policy.retry,
+        )
         snapshot = table.current_snapshot()
         output.snapshot_id = snapshot.snapshot_id if snapshot else 0
         output.commits += 1

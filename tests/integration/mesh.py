@@ -198,11 +198,7 @@ def refused(call: Callable[[], Any]) -> grpc.RpcError:
 
 def reason(error: grpc.RpcError) -> str:
     """The ErrorInfo reason of the mesh's error ("" when it carries none)."""
-    info = error_details_pb2.ErrorInfo()
-    for detail in status_details(error):
-        if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
-            return str(info.reason)
-    return ""
+    return reason_of(error)[0]
 
 
 def bad_fields(error: grpc.RpcError) -> set[str]:
@@ -213,6 +209,15 @@ def bad_fields(error: grpc.RpcError) -> set[str]:
         if detail.Unpack(bad_request):
             fields |= {violation.field for violation in bad_request.field_violations}
     return fields
+
+
+def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
+    """The reason and metadata of the mesh's ErrorInfo ("" and {} without one)."""
+    for detail in status_details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+            return str(info.reason), dict(info.metadata)
+    return "", {}
 
 
 def grpcurl(
@@ -227,12 +232,3 @@ def grpcurl(
         check=check,
         timeout=timeout,
     )
-
-
-def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
-    """The reason and metadata of an error's ErrorInfo details; ("", {}) without one."""
-    for detail in status_details(error):
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return info.reason, dict(info.metadata)
-    return "", {}

@@ -231,3 +231,49 @@ def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack:
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == list(range(8000))
     catalog_log = (stack.log_dir / "dev-catalog.log").read_text()
     assert "/credentials" in catalog_log  # tasks asked the catalog for fresh credentials
+
+
+def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
+    short_lived_stack: Stack,
+) -> None:
+    """The table's credentials are vended when the write begins; its tasks run only after a
+    shuffle that outlasts them (three seconds), and renew them before their first file."""
+    stack = short_lived_stack
+    owner = f"late-{uuid.uuid4().hex[:6]}"
+    warehouse = create_registry_warehouse(user(stack, owner), stack.provision_bucket("late"))
+    client = unit_as(stack, owner)
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 6000, "partitions": 2}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["n"],
+                "python_udf": udf(
+                    "import time\ndef process(batches):\n    time.sleep(4.0)\n    yield from batches\n",
+                    [("id", "bigint")],
+                ),
+            },
+            {
+                "operator_id": "counted",
+                "input_operator_ids": ["slow"],
+                "aggregate": {
+                    "group_by": ["id"],
+                    "aggregations": [{"function": "AGGREGATE_FUNCTION_COUNT", "alias": "times"}],
+                },
+                "materialize": True,
+            },
+        ]
+    )
+    catalog_log = stack.log_dir / "dev-catalog.log"
+    renewals_before = catalog_log.read_text().count("/credentials")
+    execution = client.finish(client.submit(warehouse.warehouse_id, flow).execution_id)
+    assert state_name(execution) == "SUCCEEDED", execution.error
+    [output] = execution.outputs
+    assert output.row_count == 6000
+    table = rest_catalog(stack, warehouse.catalog_warehouse_name).load_table(
+        (output.namespace, output.table_name)
+    )
+    rows = table.scan().to_arrow()
+    assert sorted(rows["id"].to_pylist()) == list(range(6000))
+    assert set(rows["times"].to_pylist()) == {1}
+    assert catalog_log.read_text().count("/credentials") > renewals_before

@@ -101,6 +101,22 @@ async def test_a_502_html_page_is_retried_like_any_5xx(
     assert len(scripted.seen_tokens) == 2
 
 
+async def test_throttling_and_request_timeouts_are_retried(
+    catalog: tuple[ScriptedCatalog, str],
+) -> None:
+    scripted, base = catalog
+    scripted.script = [
+        web.json_response({"error": {"type": "SlowDown"}}, status=429),
+        web.json_response({"error": {"type": "RequestTimeout"}}, status=408),
+    ]
+    client = await client_of(base)
+    try:
+        assert await client.find_warehouse("w") == LISTING["warehouses"][0]
+    finally:
+        await client.close()
+    assert len(scripted.seen_tokens) == 3
+
+
 async def test_a_503_text_that_persists_is_unavailable(
     catalog: tuple[ScriptedCatalog, str],
 ) -> None:

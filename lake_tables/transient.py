@@ -1,0 +1,35 @@
+"""Which failures of a table operation pass by themselves: the catalog or storage briefly
+unreachable or answering 5xx, as during a restart or a short outage of the database behind
+them. Refusals (4xx), conflicts and bad data are not."""
+
+from __future__ import annotations
+
+import re
+
+import requests
+import sqlalchemy.exc
+from pyiceberg.exceptions import (
+    CommitStateUnknownException,
+    ServerError,
+    ServiceUnavailableError,
+)
+
+from service_runtime.retry import transient_connection_error
+
+#: How the AWS SDK inside pyarrow reports storage that is unreachable or failing.
+_STORAGE_OUTAGE = re.compile(
+    r"NETWORK_CONNECTION|SERVICE_UNAVAILABLE|SLOW_DOWN|INTERNAL_FAILURE|REQUEST_TIMEOUT"
+    r"|HTTP status 5\d\d|response code 5\d\d"
+)
+
+
+def transient_table_failure(error: BaseException) -> bool:
+    if isinstance(error, ServerError | ServiceUnavailableError | CommitStateUnknownException):
+        return True  # the REST catalog answered 5xx (a commit's: its outcome is unknown)
+    if isinstance(error, requests.ConnectionError | requests.Timeout):
+        return True  # the REST catalog did not answer
+    if isinstance(error, sqlalchemy.exc.OperationalError):
+        return True  # the SQL catalog's database is unreachable
+    if transient_connection_error(error):
+        return True
+    return isinstance(error, OSError) and _STORAGE_OUTAGE.search(str(error)) is not None

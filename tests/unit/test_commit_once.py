@@ -1,0 +1,121 @@
+"""Commits that survive short outages and never land twice, on a real (SQLite) catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import requests
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServerError
+from pyiceberg.table import Table
+
+from cu_service.writer.commit import CommitMark, commit_once
+from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
+from lake_tables.transient import transient_table_failure
+from service_runtime.retry import RetryPolicy
+
+QUICK = RetryPolicy(window_seconds=5.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    catalog = SqlCatalog(
+        "test", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}"
+    )
+    catalog.create_namespace("results")
+    return catalog.create_table("results.t", schema=ROWS.schema)
+
+
+def append(table: Table, properties: dict[str, str]) -> None:
+    table.append(ROWS, snapshot_properties=properties)
+
+
+def loader(table: Table, failures: list[BaseException]) -> Callable[[], Table]:
+    """Loads the table afresh, first failing with each of failures in turn."""
+
+    def load() -> Table:
+        if failures:
+            raise failures.pop(0)
+        return table.catalog.load_table(table.name())
+
+    return load
+
+
+def test_the_snapshot_carries_the_execution_and_the_sequence(table: Table) -> None:
+    after = commit_once(loader(table, []), append, CommitMark("ex-1", 1), QUICK)
+    snapshot = after.current_snapshot()
+    assert snapshot is not None
+    assert snapshot.summary is not None
+    assert snapshot.summary[EXECUTION_ID] == "ex-1"
+    assert snapshot.summary[COMMIT_SEQUENCE] == "1"
+    assert after.scan().to_arrow().num_rows == 3
+
+
+def test_a_commit_whose_answer_was_lost_is_not_repeated(table: Table) -> None:
+    calls = 0
+
+    def landed_but_lost(target: Table, properties: dict[str, str]) -> None:
+        nonlocal calls
+        calls += 1
+        append(target, properties)
+        if calls == 1:
+            raise CommitStateUnknownException("502 Bad Gateway")
+
+    after = commit_once(loader(table, []), landed_but_lost, CommitMark("ex-1", 1), QUICK)
+    assert calls == 1  # the retry found the snapshot and did not append again
+    assert after.scan().to_arrow().num_rows == 3
+    assert len(after.snapshots()) == 1
+
+
+def test_a_commit_that_did_not_land_is_made_once_the_catalog_is_back(table: Table) -> None:
+    outage: list[BaseException] = [
+        requests.ConnectionError("refused"),
+        ServerError("503 the database is down"),
+    ]
+    after = commit_once(loader(table, outage), append, CommitMark("ex-1", 1), QUICK)
+    assert after.scan().to_arrow().num_rows == 3
+
+
+def test_later_commits_and_other_executions_are_not_taken_for_it(table: Table) -> None:
+    commit_once(loader(table, []), append, CommitMark("ex-1", 1), QUICK)
+    commit_once(loader(table, []), append, CommitMark("ex-2", 2), QUICK)
+    after = commit_once(loader(table, []), append, CommitMark("ex-1", 2), QUICK)
+    assert after.scan().to_arrow().num_rows == 9
+    # The same mark again: it landed, so nothing is appended.
+    again = commit_once(loader(table, []), append, CommitMark("ex-1", 2), QUICK)
+    assert again.scan().to_arrow().num_rows == 9
+
+
+def test_refusals_are_not_retried_and_an_outage_past_the_window_fails(table: Table) -> None:
+    refused = loader(table, [CommitFailedException("conflict")])
+    with pytest.raises(CommitFailedException):
+        commit_once(refused, append, CommitMark("ex-1", 1), QUICK)
+    short = RetryPolicy(window_seconds=0.2, first_wait_seconds=0.05, longest_wait_seconds=0.05)
+    endless = loader(table, [ServerError("503") for _ in range(1000)])
+    with pytest.raises(ServerError):
+        commit_once(endless, append, CommitMark("ex-1", 1), short)
+    assert table.catalog.load_table(table.name()).snapshots() == []
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (ServerError("500"), True),
+        (CommitStateUnknownException("504"), True),
+        (requests.ConnectionError(), True),
+        (requests.Timeout(), True),
+        (ConnectionRefusedError(), True),
+        (OSError("AWS Error NETWORK_CONNECTION during PutObject operation"), True),
+        (OSError("When uploading part: AWS Error SERVICE_UNAVAILABLE"), True),
+        (OSError("AWS Error ACCESS_DENIED during PutObject operation"), False),
+        (OSError("AWS Error UNKNOWN (HTTP status 400) during HeadObject"), False),
+        (CommitFailedException("409"), False),
+        (ValueError("bad"), False),
+    ],
+)
+def test_which_table_failures_are_transient(error: BaseException, transient: bool) -> None:
+    assert transient_table_failure(error) is transient
