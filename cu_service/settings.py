@@ -85,7 +85,7 @@ class ComputingUnitSettings(WarehouseClientSettings):
         scoped=True,
     )
 
-    # Limits: what one execution may ask for or use (see "Limits" in the README).
+    # Limits: what one execution may ask for or use (see "Limits" in docs/computing-units.md).
     max_operators: int = setting("MAX_OPERATORS", 500, "Operators in one workflow.", scoped=True)
     max_source_partitions: int = setting(
         "MAX_SOURCE_PARTITIONS", 1000, "Partitions a range source may ask for.", scoped=True

@@ -1,8 +1,8 @@
 """Rows as JSON values (google.protobuf.Struct), by Iceberg type.
 
 No value loses precision: a JSON number is a double, so longs outside
-±(2^53 - 1), decimals and all dates and times travel as strings. The README's
-type mapping table is the contract this module implements.
+±(2^53 - 1), decimals and all dates and times travel as strings. The
+type mapping table in docs/results.md is the contract this module implements.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Prints every setting of the mesh as the Markdown table the README shows."""
+"""Prints every setting of the mesh as the Markdown table docs/configuration.md shows."""
 
 from __future__ import annotations
 

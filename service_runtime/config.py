@@ -13,7 +13,7 @@ names a file holding the value (for example ``TEXERA_LAKE_JWT_SECRET_FILE``), so
 that the secret need not be in the process's environment.
 
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
-table of the README's configuration section.
+table of docs/configuration.md.
 """
 
 from __future__ import annotations

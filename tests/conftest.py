@@ -14,6 +14,13 @@ from embedded_stack.stack import Stack
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def documentation() -> str:
+    """The README and every page under docs/, as one text."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(page.read_text() for page in pages)
+
+
 #: Settings of the test stack that differ from the embedded defaults.
 TEST_STACK_ENV = {
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",

@@ -158,8 +158,8 @@ ROWS: list[list[Any]] = [
 
 
 def _json(value: Any) -> Any:
-    """A Python value as the inline source takes it and ReadResultPage gives it back (README's
-    type mapping): exact, so longs beyond 2^53 and decimals are strings."""
+    """A Python value as the inline source takes it and ReadResultPage gives it back (the
+    type mapping in docs/results.md): exact, so longs beyond 2^53 and decimals are strings."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):

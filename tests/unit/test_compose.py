@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, documentation
 
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|KEY|TOKEN", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
@@ -137,7 +137,7 @@ def test_committed_secrets_are_marked_development_only() -> None:
 
 
 def test_service_settings_in_the_compose_file_are_documented(services: dict[str, Any]) -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     for name, key, _ in _environment_items(services):
         if key.startswith("TEXERA_LAKE_"):
             names = {key, key.removesuffix("_FILE"), f"{key}_FILE"}

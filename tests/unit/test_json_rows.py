@@ -1,4 +1,4 @@
-"""The JSON mapping of result pages: every Iceberg type, exactly as the README's table says."""
+"""The JSON mapping of result pages: every Iceberg type, exactly as the table in docs/results.md says."""
 
 from __future__ import annotations
 

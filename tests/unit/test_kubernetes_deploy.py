@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, documentation
 from tests.unit.kubernetes_checks import confinement_problems, containers, pod_spec, validate
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings, label_selector
 from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD
@@ -165,7 +165,7 @@ def test_the_settings_config_map_holds_no_secret() -> None:
 
 
 def test_settings_in_the_manifests_are_documented() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = documentation()
     [config_map] = _kind("ConfigMap")
     names = set(config_map["data"])
     for workload in _workloads():
