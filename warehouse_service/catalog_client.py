@@ -199,7 +199,6 @@ class CatalogClient:
     ) -> dict[str, Any]:
         body = {
             "warehouse-name": name,
-            "project-id": self._project_id,
             "storage-profile": storage_profile_json(storage),
             "storage-credential": storage_credential_json(credentials),
         }
@@ -209,9 +208,23 @@ class CatalogClient:
         return answer
 
     async def find_warehouse(self, name: str) -> dict[str, Any] | None:
+        # Lakekeeper's ListWarehousesResponse (v0.13.3) is not paged: one answer holds them all.
         params = [("warehouseStatus", "active"), ("warehouseStatus", "inactive")]
         answer = await self._request("GET", f"{self._management}/v1/warehouse", params=params)
         return next((w for w in answer["warehouses"] if w["name"] == name), None)
+
+    async def get_warehouse(self, warehouse_id: str) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._request(
+            "GET", f"{self._management}/v1/warehouse/{warehouse_id}"
+        )
+        return answer
+
+    async def deactivate_warehouse(self, warehouse_id: str) -> None:
+        """Closes the warehouse's catalog API (its data stays); activate opens it again."""
+        await self._request("POST", f"{self._management}/v1/warehouse/{warehouse_id}/deactivate")
+
+    async def activate_warehouse(self, warehouse_id: str) -> None:
+        await self._request("POST", f"{self._management}/v1/warehouse/{warehouse_id}/activate")
 
     async def update_credential(
         self, warehouse_id: str, credentials: warehouse_pb2.S3Credentials
@@ -235,19 +248,29 @@ class CatalogClient:
 
     async def namespaces(self, prefix: str, parent: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
         """Every namespace under parent, children before their parents."""
-        params = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else None
-        answer = await self._request(
-            "GET", f"{self._catalog}/v1/{prefix}/namespaces", params=params
-        )
+        params = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else {}
+        listed = await self._pages(f"{self._catalog}/v1/{prefix}/namespaces", "namespaces", params)
         found: list[tuple[str, ...]] = []
-        for namespace in map(tuple, answer["namespaces"]):
+        for namespace in map(tuple, listed):
             found += await self.namespaces(prefix, namespace)
             found.append(namespace)
         return found
 
     async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]:
-        answer = await self._request("GET", f"{self._namespace_url(prefix, namespace)}/tables")
-        return [identifier["name"] for identifier in answer["identifiers"]]
+        url = f"{self._namespace_url(prefix, namespace)}/tables"
+        return [identifier["name"] for identifier in await self._pages(url, "identifiers", {})]
+
+    async def _pages(self, url: str, key: str, params: dict[str, str]) -> list[Any]:
+        """Every item of a listing, following next-page-token until it is null or absent."""
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            page_params = {**params, "pageToken": token} if token else params
+            answer = await self._request("GET", url, params=page_params or None)
+            items += answer[key]
+            token = answer.get("next-page-token")
+            if not token:
+                return items
 
     async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None:
         url = f"{self._namespace_url(prefix, namespace)}/tables/{quote(table, safe='')}"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,7 @@ from service_runtime.errors import (
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
-from warehouse_service import records
+from warehouse_service import catalog_purge, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database, present
 from warehouse_service.validation import (
@@ -130,6 +130,29 @@ def catalog_refused_registry(exc: CatalogError) -> ServiceError:
         grpc.StatusCode.PERMISSION_DENIED,
         f"the catalog does not allow this: {exc.message or exc.error_type}",
         reason="CATALOG_FORBIDDEN",
+        metadata=metadata,
+    )
+
+
+def catalog_delete_failure(exc: CatalogError) -> ServiceError:
+    """A refusal while emptying or deleting a warehouse. No storage was sent, so none is to
+    blame: a 4xx here is the catalog's state (409: still not empty) or the registry's request."""
+    if exc.status in (401, 403):
+        return catalog_refused_registry(exc)
+    metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
+    message = exc.message or exc.error_type or f"HTTP {exc.status}"
+    if exc.status == 409:
+        return ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the catalog keeps the warehouse: {message}; retry the delete",
+            reason="CATALOG_WAREHOUSE_BUSY",
+            metadata=metadata,
+        )
+    log.error("the catalog refused a delete", extra=metadata)
+    return ServiceError(
+        grpc.StatusCode.INTERNAL,
+        f"the catalog refused the registry's delete request: {message}",
+        reason="CATALOG_REFUSED_DELETE",
         metadata=metadata,
     )
 
@@ -448,8 +471,15 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 )
             )
 
-    async def _move(self, request_warehouse_id: str, source: str, target: str) -> asyncpg.Record:
-        """Moves a warehouse from state source to target; already in target is a no-op."""
+    async def _move(
+        self,
+        request_warehouse_id: str,
+        source: str,
+        target: str,
+        in_catalog: Callable[[str], Awaitable[None]],
+    ) -> asyncpg.Record:
+        """Moves a warehouse from state source to target, the catalog's warehouse first (so
+        that a failure leaves the registry's state as it was); already in target is a no-op."""
         owner = require_user().user_id
         row = await self._owned(owner, request_warehouse_id)
         if row["state"] == target:
@@ -460,6 +490,12 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 f"the warehouse is {row['state'].lower()}, not {source.lower()}",
                 reason="WAREHOUSE_STATE",
             )
+        try:
+            await in_catalog(str(row["catalog_warehouse_id"]))
+        except CatalogError as exc:
+            raise catalog_failure(exc) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
         async with self._db.connection() as connection:
             moved: asyncpg.Record | None = await connection.fetchrow(
                 "UPDATE warehouses SET state = $3, updated_at = now() "
@@ -469,19 +505,23 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 target,
             )
         if moved is None:  # it changed meanwhile; answer from its current state
-            return await self._move(request_warehouse_id, source, target)
+            return await self._move(request_warehouse_id, source, target, in_catalog)
         return moved
 
     async def ArchiveWarehouse(
         self, request: warehouse_service_pb2.ArchiveWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.ArchiveWarehouseResponse:
-        row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
+        row = await self._move(
+            request.warehouse_id, "ACTIVE", "ARCHIVED", self._catalog.deactivate_warehouse
+        )
         return warehouse_service_pb2.ArchiveWarehouseResponse(warehouse=records.warehouse(row))
 
     async def RestoreWarehouse(
         self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.RestoreWarehouseResponse:
-        row = await self._move(request.warehouse_id, "ARCHIVED", "ACTIVE")
+        row = await self._move(
+            request.warehouse_id, "ARCHIVED", "ACTIVE", self._catalog.activate_warehouse
+        )
         return warehouse_service_pb2.RestoreWarehouseResponse(warehouse=records.warehouse(row))
 
     async def DeleteWarehouse(
@@ -501,7 +541,8 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 )
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         try:
-            contents = await self._contents(row["catalog_warehouse_name"])
+            name, catalog_id = row["catalog_warehouse_name"], str(row["catalog_warehouse_id"])
+            contents = await catalog_purge.contents(self._catalog, name, catalog_id)
             tables = sum(len(names) for names in contents.values())
             if tables and not request.purge:
                 raise ServiceError(
@@ -510,10 +551,10 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                     reason="WAREHOUSE_NOT_EMPTY",
                 )
             await self._mark_deleting(row["warehouse_id"])
-            await self._empty(row["catalog_warehouse_name"], contents)
-            await self._delete_in_catalog(str(row["catalog_warehouse_id"]))
+            await catalog_purge.empty(self._catalog, name, contents)
+            await catalog_purge.delete(self._catalog, catalog_id, self._delete_wait)
         except CatalogError as exc:
-            raise catalog_failure(exc) from exc
+            raise catalog_delete_failure(exc) from exc
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
         async with self._db.connection() as connection:
@@ -528,19 +569,6 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         return warehouse_service_pb2.DeleteWarehouseResponse(
             warehouse=records.warehouse(present(deleted))
         )
-
-    async def _contents(self, name: str) -> dict[tuple[str, ...], list[str]]:
-        """The catalog's namespaces of the warehouse (children first) and their tables."""
-        try:
-            prefix = await self._catalog.prefix(name)
-        except CatalogError as exc:
-            if exc.status == 404:  # an earlier delete got as far as the catalog's warehouse
-                return {}
-            raise
-        return {
-            ns: await self._catalog.tables(prefix, ns)
-            for ns in await self._catalog.namespaces(prefix)
-        }
 
     async def _mark_deleting(self, warehouse_id: uuid.UUID) -> None:
         """DELETING, unless executions still run in it; binds lock the row, so none can slip in."""
@@ -563,28 +591,3 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 "UPDATE warehouses SET state = 'DELETING', updated_at = now() WHERE warehouse_id = $1",
                 warehouse_id,
             )
-
-    async def _empty(self, name: str, contents: dict[tuple[str, ...], list[str]]) -> None:
-        if not contents:
-            return
-        prefix = await self._catalog.prefix(name)
-        for namespace, tables in contents.items():
-            for table in tables:
-                await self._catalog.drop_table(prefix, namespace, table)
-            await self._catalog.drop_namespace(prefix, namespace)
-
-    async def _delete_in_catalog(self, catalog_warehouse_id: str) -> None:
-        """Deletes the catalog's warehouse, waiting while the catalog still finishes drops."""
-        deadline = time.monotonic() + self._delete_wait
-        delay = 0.5
-        while True:
-            try:
-                await self._catalog.delete_warehouse(catalog_warehouse_id)
-                return
-            except CatalogError as exc:
-                if exc.status == 404:
-                    return  # already gone
-                if exc.status != 409 or time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)

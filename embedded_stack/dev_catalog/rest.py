@@ -14,19 +14,22 @@ from typing import Any, TypeVar, cast
 
 from aiohttp import web
 from pydantic import ValidationError
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     CommitFailedException,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    ResolveError,
     TableAlreadyExistsError,
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableRequest, Table
+from pyiceberg.table import CommitTableRequest, CommitTableResponse, Table
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate
 
 from embedded_stack.dev_catalog.errors import bad_request, conflict, not_found
 from embedded_stack.dev_catalog.permissions import Access
@@ -89,6 +92,24 @@ def _table(request: web.Request) -> tuple[str, ...]:
     return (*_namespace(request), request.match_info["table"])
 
 
+def _identifier(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    """A TableIdentifier field of a request body: a namespace of names, and a name."""
+    identifier = body.get(name)
+    namespace = identifier.get("namespace") if isinstance(identifier, dict) else None
+    table = identifier.get("name") if isinstance(identifier, dict) else None
+    if (
+        not isinstance(namespace, list)
+        or not namespace
+        or not all(isinstance(level, str) and level for level in namespace)
+        or not isinstance(table, str)
+        or not table
+    ):
+        raise bad_request(
+            "BadRequestException", f"{name} needs a namespace (a list of names) and a name"
+        )
+    return (*namespace, table)
+
+
 def _load_result(
     table_metadata_location: str | None, metadata_json: str, extra: dict[str, Any]
 ) -> web.Response:
@@ -98,6 +119,13 @@ def _load_result(
         **extra,
     }
     return web.json_response(body)
+
+
+def _exists_response(exists: bool) -> web.Response:
+    """A HEAD answer: 204, or 404 typed as the error body a GET would carry."""
+    if exists:
+        return web.Response(status=204)
+    return web.Response(status=404, content_type="application/json")
 
 
 class _Named:
@@ -167,9 +195,8 @@ class IcebergRestApi:
             else ()
         )
         namespaces = await self._call(record, lambda c: c.list_namespaces(parent))
-        return web.json_response(
-            {"namespaces": [list(n) for n in namespaces], "next-page-token": None}
-        )
+        # One page holds everything: next-page-token is omitted, as the spec asks of a last page.
+        return web.json_response({"namespaces": [list(n) for n in namespaces]})
 
     async def create_namespace(self, request: web.Request) -> web.Response:
         record = await self._warehouse(request)
@@ -193,7 +220,7 @@ class IcebergRestApi:
     async def namespace_exists(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
         exists = await self._call(record, lambda c: c.namespace_exists(namespace))
-        return web.Response(status=204 if exists else 404)
+        return _exists_response(exists)
 
     async def drop_namespace(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
@@ -204,7 +231,7 @@ class IcebergRestApi:
         record, namespace = await self._warehouse(request), _namespace(request)
         identifiers = await self._call(record, lambda c: c.list_tables(namespace))
         listed = [{"namespace": list(i[:-1]), "name": i[-1]} for i in identifiers]
-        return web.json_response({"identifiers": listed, "next-page-token": None})
+        return web.json_response({"identifiers": listed})
 
     async def create_table(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
@@ -266,7 +293,7 @@ class IcebergRestApi:
     async def table_exists(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
         exists = await self._call(record, lambda c: c.table_exists(identifier))
-        return web.Response(status=204 if exists else 404)
+        return _exists_response(exists)
 
     async def commit_table(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
@@ -274,12 +301,21 @@ class IcebergRestApi:
         body.setdefault("identifier", {"namespace": list(identifier[:-1]), "name": identifier[-1]})
         with _iceberg_errors():
             commit = CommitTableRequest.model_validate(body)
-        response = await self._call(
-            record,
-            lambda c: c.commit_table(
-                cast(Table, _Named(identifier)), commit.requirements, commit.updates
-            ),
-        )
+        creates = any(isinstance(r, AssertCreate) for r in commit.requirements)
+
+        def apply(catalog: SqlCatalog) -> CommitTableResponse:
+            if not creates and not catalog.table_exists(identifier):
+                raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
+            try:
+                return catalog.commit_table(
+                    cast(Table, _Named(identifier)), commit.requirements, commit.updates
+                )
+            except (ResolveError, KeyError, IndexError, TypeError, StopIteration) as exc:
+                # pyiceberg applies the updates as it finds them; any it cannot apply (a
+                # schema or field that is not there) is the request's fault.
+                raise ValueError(f"the updates cannot be applied: {exc!r}") from exc
+
+        response = await self._call(record, apply)
         return web.json_response(
             {
                 "metadata-location": response.metadata_location,
@@ -312,15 +348,6 @@ class IcebergRestApi:
     async def rename_table(self, request: web.Request) -> web.Response:
         record = await self._warehouse(request)
         body = await json_body(request)
-        source, destination = body.get("source"), body.get("destination")
-        if not isinstance(source, dict) or not isinstance(destination, dict):
-            raise bad_request("BadRequestException", "source and destination are required")
-        try:
-            old = (*source["namespace"], source["name"])
-            new = (*destination["namespace"], destination["name"])
-        except (KeyError, TypeError) as exc:
-            raise bad_request(
-                "BadRequestException", "identifiers need a namespace and a name"
-            ) from exc
+        old, new = _identifier(body, "source"), _identifier(body, "destination")
         await self._call(record, lambda c: c.rename_table(old, new))
         return web.Response(status=204)

@@ -81,7 +81,7 @@ class WarehouseRecord:
             "name": self.name,
             "project-id": self.project_id,
             "storage-profile": self.profile.to_json(),
-            "storage-credential-type": "s3-access-key",
+            "storage-credential-type": {"type": "s3", "credential-type": "access-key"},
             "delete-profile": {"type": "hard"},
             "status": self.status,
             "protected": False,
