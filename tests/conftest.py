@@ -26,6 +26,14 @@ TEST_STACK_ENV = {
 }
 
 
+RECORD_FILE = "TEXERA_LAKE_DEV_CATALOG_RECORD_FILE"
+
+
+def catalog_traffic(state_dir: Path) -> Path:
+    """Where the test stack's catalog records its traffic (see test_catalog_conformance)."""
+    return state_dir / "catalog-traffic.jsonl"
+
+
 @contextlib.contextmanager
 def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
     """A test without the integration marker may not start the stack, even through a fixture:
@@ -67,7 +75,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole embedded mesh on free loopback ports, shared by the integration tests."""
     state_dir = tmp_path_factory.mktemp("stack")
     settings = StackSettings(state_dir=str(state_dir), log_level="DEBUG")
-    with Stack(settings, ephemeral_ports=True, service_env=TEST_STACK_ENV) as running:
+    env = {**TEST_STACK_ENV, RECORD_FILE: str(catalog_traffic(state_dir))}
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
 
 

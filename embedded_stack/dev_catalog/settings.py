@@ -52,6 +52,13 @@ class DevCatalogSettings(Settings):
         "Lifetime of the access tokens the development catalog's token endpoint issues.",
         scoped=True,
     )
+    record_file: str = setting(
+        "RECORD_FILE",
+        "",
+        "Append every management and Iceberg REST request and its answer to this file (JSON "
+        "lines, secrets redacted), for conformance tests; empty records nothing.",
+        scoped=True,
+    )
     fault_injection: bool = setting(
         "FAULT_INJECTION",
         False,
