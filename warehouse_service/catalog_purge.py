@@ -2,7 +2,7 @@
 
 Every step may be repeated: a drop that someone already did is done, a warehouse
 already gone is deleted, and a deactivated (archived) warehouse is activated
-first, since a deactivated warehouse's Iceberg API answers 404 like a missing one.
+first, since a deactivated warehouse's Iceberg API answers nothing but 404.
 """
 
 from __future__ import annotations
@@ -51,21 +51,16 @@ async def delete(catalog: CatalogClient, catalog_warehouse_id: str, wait_seconds
 
 
 async def _open_prefix(catalog: CatalogClient, name: str, catalog_warehouse_id: str) -> str | None:
-    """The warehouse's Iceberg prefix, activating a deactivated warehouse; None when gone."""
+    """The warehouse's Iceberg prefix, activating a deactivated warehouse; None when gone.
+    The management API says which: Lakekeeper answers getConfig with 404 for both."""
     try:
-        return await catalog.prefix(name)
+        found = await catalog.get_warehouse(catalog_warehouse_id)
     except CatalogError as exc:
-        if exc.status != 404:
-            raise
-        try:
-            found = await catalog.get_warehouse(catalog_warehouse_id)
-        except CatalogError as missing:
-            if missing.status == 404:
-                return None
-            raise
-        if found.get("status") != "inactive":
-            raise
-    await catalog.activate_warehouse(catalog_warehouse_id)
+        if exc.status == 404:
+            return None
+        raise
+    if found.get("status") == "inactive":
+        await catalog.activate_warehouse(catalog_warehouse_id)
     return await catalog.prefix(name)
 
 

@@ -1,7 +1,7 @@
 """An append-only record of the catalog's API traffic, one JSON line per request and its
-answer, for conformance tests against the published specs. Secrets never reach it: the
-Authorization header is not recorded, and every string under a key that names a secret,
-a token or an access key is replaced, in requests and answers alike."""
+answer, for conformance tests against the published specs. Secrets never reach it: of the
+Authorization header only whether a bearer token came is kept, and every string under a key
+that names a secret, a token or an access key is replaced, in requests and answers alike."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def recording(path: Path) -> Middleware:
             "path": request.raw_path.split("?", 1)[0],
             "query": list(request.query.items()),
             "request": {
+                # Whether a bearer token was sent; never the token.
+                "bearer": request.headers.get("Authorization", "").startswith("Bearer "),
                 "content_type": request.headers.get("Content-Type"),
                 "body": _json_or_none(sent),
             },

@@ -18,6 +18,7 @@ from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 from werkzeug.datastructures import ImmutableMultiDict
 
+from embedded_stack.dev_catalog.recording import REDACTED
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from tests.conftest import catalog_traffic
@@ -56,6 +57,7 @@ def _violations(specs: dict[str, OpenAPI], entry: dict[str, Any]) -> list[str]:
         entry["method"],
         entry["path"],
         args=ImmutableMultiDict(entry["query"]),
+        headers={"Authorization": f"Bearer {REDACTED}"} if sent["bearer"] else {},
         data=_body(sent["body"]),
         content_type=sent["content_type"] or "application/json",
     )
