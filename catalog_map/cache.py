@@ -31,6 +31,7 @@ from pyiceberg.catalog import Catalog
 
 from service_runtime.errors import ServiceError
 from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import warehouse_pb2
 
 log = logging.getLogger("catalog_map")
 
@@ -133,7 +134,15 @@ class CatalogMap:
 
     async def get_or_unavailable(self, warehouse_id: str, binding: Binding) -> Catalog:
         """get(), with a catalog that cannot be reached (HTTP errors, timeouts, refusals alike)
-        answered as UNAVAILABLE for the caller to retry."""
+        answered as UNAVAILABLE for the caller to retry. An archived warehouse is deactivated in
+        the catalog: FAILED_PRECONDITION until it is restored."""
+        if binding.state == warehouse_pb2.WAREHOUSE_STATE_ARCHIVED:
+            self.invalidate(warehouse_id)
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"warehouse {warehouse_id} is archived; restore it to reach its tables",
+                reason="WAREHOUSE_ARCHIVED",
+            )
         try:
             return await self.get(warehouse_id, binding)
         except Exception as exc:

@@ -20,7 +20,7 @@ from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from lake_client.result_stream import ResultStream
 from tests.integration.executions import UnitClient, new_user, udf, unit_as, workflow
-from tests.integration.mesh import bad_fields, refused, user
+from tests.integration.mesh import bad_fields, reason, refused, user
 from tests.integration.results import ResultClient, arrow_table, results_like
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, warehouse_service_pb2
 
@@ -610,7 +610,9 @@ def test_another_user_finds_nothing(stack: Stack, finished: Finished) -> None:
         assert finished.warehouse_id not in (error.details() or "")
 
 
-def test_archived_warehouses_stay_readable_and_deleted_ones_are_gone(stack: Stack) -> None:
+def test_archived_warehouses_are_closed_until_restored_and_deleted_ones_are_gone(
+    stack: Stack,
+) -> None:
     done = _run(
         stack,
         "archiver",
@@ -621,9 +623,20 @@ def test_archived_warehouses_stay_readable_and_deleted_ones_are_gone(stack: Stac
         owner.warehouses.ArchiveWarehouse,
         warehouse_service_pb2.ArchiveWarehouseRequest(warehouse_id=done.warehouse_id),
     )
+    archived = refused(lambda: done.results.rows(done.execution_id, "numbers"))
+    assert archived.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason(archived) == "WAREHOUSE_ARCHIVED"
+    owner.call(
+        owner.warehouses.RestoreWarehouse,
+        warehouse_service_pb2.RestoreWarehouseRequest(warehouse_id=done.warehouse_id),
+    )
     for call in _every_read(done.results, done.execution_id):
         call()
     assert _ids(done.results.rows(done.execution_id, "numbers")) == list(range(10))
+    owner.call(
+        owner.warehouses.ArchiveWarehouse,
+        warehouse_service_pb2.ArchiveWarehouseRequest(warehouse_id=done.warehouse_id),
+    )
 
     owner.call(
         owner.warehouses.DeleteWarehouse,
