@@ -264,6 +264,7 @@ class CatalogClient:
         """Every item of a listing, following next-page-token until it is null or absent."""
         items: list[Any] = []
         token: str | None = None
+        seen: set[str] = set()
         while True:
             page_params = {**params, "pageToken": token} if token else params
             answer = await self._request("GET", url, params=page_params or None)
@@ -271,6 +272,9 @@ class CatalogClient:
             token = answer.get("next-page-token")
             if not token:
                 return items
+            if token in seen:
+                raise CatalogUnavailable("the catalog's listing repeats a page token")
+            seen.add(token)
 
     async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None:
         url = f"{self._namespace_url(prefix, namespace)}/tables/{quote(table, safe='')}"

@@ -15,7 +15,12 @@ from aiohttp import web
 
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service import catalog_purge
-from warehouse_service.catalog_client import NAMESPACE_SEPARATOR, CatalogClient, CatalogError
+from warehouse_service.catalog_client import (
+    NAMESPACE_SEPARATOR,
+    CatalogClient,
+    CatalogError,
+    CatalogUnavailable,
+)
 from warehouse_service.warehouses import catalog_delete_failure
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -264,3 +269,14 @@ async def test_the_create_body_carries_no_project_id() -> None:
     [body] = bodies
     assert "project-id" not in body
     assert body["warehouse-name"] == NAME
+
+
+async def test_a_listing_that_never_ends_is_an_outage() -> None:
+    async def looping(request: web.Request) -> web.Response:
+        return web.json_response({"namespaces": [["a"]], "next-page-token": "same"})
+
+    app = web.Application()
+    app.router.add_get("/catalog/v1/{prefix}/namespaces", looping)
+    async with client_of(app) as client:
+        with pytest.raises(CatalogUnavailable, match="repeats a page token"):
+            await client.namespaces(PREFIX)
