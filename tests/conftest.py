@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Settings of the test stack that differ from the embedded defaults.
 TEST_STACK_ENV = {
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
+    # Listings of more than two namespaces or tables page, so that clients must follow tokens.
+    "TEXERA_LAKE_DEV_CATALOG_PAGE_SIZE": "2",
     # A loopback port nothing listens on, so that tests can see an unreachable endpoint.
     "TEXERA_LAKE_WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",
     "TEXERA_LAKE_DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",

@@ -106,7 +106,7 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
     app.add_routes(TokenEndpoint(state, settings.client_secrets(), tokens, access).routes())
     app.add_routes(ManagementApi(state, assignments).routes())
     app.add_routes(PermissionsApi(state, assignments).routes())
-    app.add_routes(IcebergRestApi(state, access).routes())
+    app.add_routes(IcebergRestApi(state, access, settings.page_size).routes())
     if settings.fault_injection:
         app.add_routes(state.faults.routes())
 

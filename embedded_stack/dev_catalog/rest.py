@@ -110,6 +110,15 @@ def _identifier(body: dict[str, Any], name: str) -> tuple[str, ...]:
     return (*namespace, table)
 
 
+def _query_int(request: web.Request, name: str, default: int, expected: str) -> int:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or len(value) > 9:
+        raise bad_request("BadRequestException", f"{name} must be {expected}")
+    return int(value)
+
+
 def _load_result(
     table_metadata_location: str | None, metadata_json: str, extra: dict[str, Any]
 ) -> web.Response:
@@ -141,9 +150,24 @@ class _Named:
 class IcebergRestApi:
     """The handlers; calls on a warehouse prefix were authorized before (permissions)."""
 
-    def __init__(self, state: CatalogState, access: Access) -> None:
+    def __init__(self, state: CatalogState, access: Access, page_size: int) -> None:
         self.state = state
         self.access = access
+        self.page_size = page_size
+
+    def _page(self, request: web.Request, key: str, items: list[Any]) -> web.Response:
+        """One page of a listing: pageSize items (at most the catalog's page size) from the
+        offset pageToken names; next-page-token only when more follow, as the spec asks."""
+        start = _query_int(request, "pageToken", 0, "a page token of this listing")
+        size = min(
+            _query_int(request, "pageSize", self.page_size, "a positive number"), self.page_size
+        )
+        if size < 1:
+            raise bad_request("BadRequestException", "pageSize must be a positive number")
+        body: dict[str, Any] = {key: items[start : start + size]}
+        if start + size < len(items):
+            body["next-page-token"] = str(start + size)
+        return web.json_response(body)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -195,8 +219,7 @@ class IcebergRestApi:
             else ()
         )
         namespaces = await self._call(record, lambda c: c.list_namespaces(parent))
-        # One page holds everything: next-page-token is omitted, as the spec asks of a last page.
-        return web.json_response({"namespaces": [list(n) for n in namespaces]})
+        return self._page(request, "namespaces", sorted(list(n) for n in namespaces))
 
     async def create_namespace(self, request: web.Request) -> web.Response:
         record = await self._warehouse(request)
@@ -230,8 +253,8 @@ class IcebergRestApi:
     async def list_tables(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
         identifiers = await self._call(record, lambda c: c.list_tables(namespace))
-        listed = [{"namespace": list(i[:-1]), "name": i[-1]} for i in identifiers]
-        return web.json_response({"identifiers": listed})
+        listed = [{"namespace": list(i[:-1]), "name": i[-1]} for i in sorted(identifiers)]
+        return self._page(request, "identifiers", listed)
 
     async def create_table(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)

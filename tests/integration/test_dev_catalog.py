@@ -382,6 +382,20 @@ def test_protocol_edges_answer_as_the_spec_says(stack: Stack, warehouse: str) ->
 
     listed = requests.get(f"{base}/namespaces", headers=admin, timeout=30)
     assert listed.json() == {"namespaces": [["edges"]]}  # a last page omits next-page-token
+    catalog.create_namespace("edges2")
+    catalog.create_namespace("edges3")
+    first = requests.get(f"{base}/namespaces", headers=admin, timeout=30).json()
+    assert first["namespaces"] == [["edges"], ["edges2"]]  # the test stack's pages hold two
+    rest = requests.get(
+        f"{base}/namespaces",
+        params={"pageToken": first["next-page-token"]},
+        headers=admin,
+        timeout=30,
+    )
+    assert rest.json() == {"namespaces": [["edges3"]]}
+    for bad in ({"pageSize": "0"}, {"pageToken": "not-ours"}):
+        refused = requests.get(f"{base}/namespaces", params=bad, headers=admin, timeout=30)
+        assert refused.status_code == 400, bad
     missing = requests.head(f"{base}/namespaces/nowhere", headers=admin, timeout=30)
     assert missing.status_code == 404
     assert missing.headers["Content-Type"].startswith("application/json")
