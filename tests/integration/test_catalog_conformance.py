@@ -83,6 +83,7 @@ def _violations(specs: dict[str, OpenAPI], entry: dict[str, Any]) -> list[str]:
     return found
 
 
+@pytest.mark.filterwarnings("ignore:Unsupported scheme type")
 def test_a_journeys_catalog_traffic_follows_the_specs(stack: Stack) -> None:
     record = catalog_traffic(stack.state_dir)
     start = record.stat().st_size if record.exists() else 0
