@@ -157,6 +157,15 @@ def catalog_delete_failure(exc: CatalogError) -> ServiceError:
     )
 
 
+def _require_state(row: asyncpg.Record, state: str) -> None:
+    if row["state"] != state:
+        raise ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the warehouse is {row['state'].lower()}, not {state.lower()}",
+            reason="WAREHOUSE_STATE",
+        )
+
+
 def catalog_unavailable(exc: CatalogUnavailable) -> ServiceError:
     return ServiceError(
         grpc.StatusCode.UNAVAILABLE,
@@ -471,57 +480,62 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 )
             )
 
-    async def _move(
-        self,
-        request_warehouse_id: str,
-        source: str,
-        target: str,
-        in_catalog: Callable[[str], Awaitable[None]],
-    ) -> asyncpg.Record:
-        """Moves a warehouse from state source to target, the catalog's warehouse first (so
-        that a failure leaves the registry's state as it was); already in target is a no-op."""
-        owner = require_user().user_id
-        row = await self._owned(owner, request_warehouse_id)
-        if row["state"] == target:
-            return row
-        if row["state"] != source:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"the warehouse is {row['state'].lower()}, not {source.lower()}",
-                reason="WAREHOUSE_STATE",
-            )
+    async def _in_catalog(
+        self, step: Callable[[str], Awaitable[None]], row: asyncpg.Record
+    ) -> None:
         try:
-            await in_catalog(str(row["catalog_warehouse_id"]))
+            await step(str(row["catalog_warehouse_id"]))
         except CatalogError as exc:
             raise catalog_failure(exc) from exc
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
+
+    async def _set_state(
+        self, warehouse_id: uuid.UUID, source: str, target: str
+    ) -> asyncpg.Record | None:
+        """The warehouse moved from state source to target; None if it was not in source."""
         async with self._db.connection() as connection:
             moved: asyncpg.Record | None = await connection.fetchrow(
                 "UPDATE warehouses SET state = $3, updated_at = now() "
                 "WHERE warehouse_id = $1 AND state = $2 RETURNING *",
-                row["warehouse_id"],
+                warehouse_id,
                 source,
                 target,
             )
-        if moved is None:  # it changed meanwhile; answer from its current state
-            return await self._move(request_warehouse_id, source, target, in_catalog)
         return moved
 
     async def ArchiveWarehouse(
         self, request: warehouse_service_pb2.ArchiveWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.ArchiveWarehouseResponse:
-        row = await self._move(
-            request.warehouse_id, "ACTIVE", "ARCHIVED", self._catalog.deactivate_warehouse
-        )
+        """Archived first, unless executions still write into it, so that none can start; then
+        the catalog's warehouse is deactivated, or the archive undone. Again is a no-op."""
+        row = await self._owned(require_user().user_id, request.warehouse_id)
+        if row["state"] != "ARCHIVED":
+            _require_state(row, "ACTIVE")
+            archived = await self._stop_writes(row["warehouse_id"], "ARCHIVED", ("ACTIVE",))
+            if archived is None:  # it changed meanwhile; answer from its current state
+                return await self.ArchiveWarehouse(request, context)
+            try:
+                await self._in_catalog(self._catalog.deactivate_warehouse, row)
+            except ServiceError:
+                await self._set_state(row["warehouse_id"], "ARCHIVED", "ACTIVE")
+                raise
+            row = archived
         return warehouse_service_pb2.ArchiveWarehouseResponse(warehouse=records.warehouse(row))
 
     async def RestoreWarehouse(
         self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.RestoreWarehouseResponse:
-        row = await self._move(
-            request.warehouse_id, "ARCHIVED", "ACTIVE", self._catalog.activate_warehouse
-        )
+        """The catalog's warehouse is activated first, so that a failure leaves the warehouse
+        archived. Again is a no-op."""
+        row = await self._owned(require_user().user_id, request.warehouse_id)
+        if row["state"] != "ACTIVE":
+            _require_state(row, "ARCHIVED")
+            await self._in_catalog(self._catalog.activate_warehouse, row)
+            restored = await self._set_state(row["warehouse_id"], "ARCHIVED", "ACTIVE")
+            if restored is None:  # it changed meanwhile; answer from its current state
+                return await self.RestoreWarehouse(request, context)
+            row = restored
         return warehouse_service_pb2.RestoreWarehouseResponse(warehouse=records.warehouse(row))
 
     async def DeleteWarehouse(
@@ -550,7 +564,9 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                     f"the warehouse holds {tables} table(s); delete it with purge to drop them and their data",
                     reason="WAREHOUSE_NOT_EMPTY",
                 )
-            await self._mark_deleting(row["warehouse_id"])
+            await self._stop_writes(
+                row["warehouse_id"], "DELETING", ("ACTIVE", "ARCHIVED", "DELETING")
+            )
             await catalog_purge.empty(self._catalog, name, contents)
             await catalog_purge.delete(self._catalog, catalog_id, self._delete_wait)
         except CatalogError as exc:
@@ -570,8 +586,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             warehouse=records.warehouse(present(deleted))
         )
 
-    async def _mark_deleting(self, warehouse_id: uuid.UUID) -> None:
-        """DELETING, unless executions still run in it; binds lock the row, so none can slip in."""
+    async def _stop_writes(
+        self, warehouse_id: uuid.UUID, target: str, sources: tuple[str, ...]
+    ) -> asyncpg.Record | None:
+        """The warehouse moved from one of sources to target, unless executions still run in it;
+        binds lock the row, so none can slip in. None if it was in none of sources."""
         async with self._db.transaction() as connection:
             await connection.execute(
                 "SELECT 1 FROM warehouses WHERE warehouse_id = $1 FOR UPDATE", warehouse_id
@@ -587,7 +606,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                     f"{running} execution(s) still write into the warehouse; cancel them first",
                     reason="WAREHOUSE_IN_USE",
                 )
-            await connection.execute(
-                "UPDATE warehouses SET state = 'DELETING', updated_at = now() WHERE warehouse_id = $1",
+            moved: asyncpg.Record | None = await connection.fetchrow(
+                "UPDATE warehouses SET state = $2, updated_at = now() "
+                "WHERE warehouse_id = $1 AND state = ANY($3::text[]) RETURNING *",
                 warehouse_id,
+                target,
+                list(sources),
             )
+            return moved

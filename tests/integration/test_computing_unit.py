@@ -34,7 +34,7 @@ from tests.integration.executions import (
     unit_as,
     workflow,
 )
-from tests.integration.mesh import bad_fields, gateway_account, refused, user
+from tests.integration.mesh import bad_fields, gateway_account, reason, refused, user
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, warehouse_service_pb2, workflow_pb2
 
@@ -334,6 +334,23 @@ def test_cancelling_a_running_execution_leaves_no_result(stack: Stack) -> None:
     assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k]
     # Cancelling what has ended changes nothing.
     assert client.cancel(execution.execution_id) == ended
+
+
+def test_a_warehouse_is_archived_only_when_nothing_writes_into_it(stack: Stack) -> None:
+    client, warehouse_id, _ = new_user(stack, "archiver")
+    owner = user(stack, client.user_id)
+    archive = warehouse_service_pb2.ArchiveWarehouseRequest(warehouse_id=warehouse_id)
+    execution = client.submit(warehouse_id, slow_workflow())
+    client.wait_for_state(execution.execution_id, EX.EXECUTION_STATE_RUNNING)
+    busy = refused(lambda: owner.call(owner.warehouses.ArchiveWarehouse, archive))
+    assert busy.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason(busy) == "WAREHOUSE_IN_USE"
+
+    client.cancel(execution.execution_id)
+    client.finish(execution.execution_id, timeout=60)
+    owner.call(owner.warehouses.ArchiveWarehouse, archive)
+    inactive = management(stack, "GET", "/warehouse", params={"warehouseStatus": "inactive"})
+    assert f"texera-{warehouse_id}" in [w["name"] for w in inactive.json()["warehouses"]]
 
 
 def test_executions_beyond_capacity_wait_in_order_and_can_be_cancelled_while_queued(
