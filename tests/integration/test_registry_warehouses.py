@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
 import pyarrow as pa
 import pytest
+import requests
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
@@ -155,6 +157,41 @@ def test_archive_and_restore_are_idempotent(alice: RegistryClient, grant: Bucket
         assert alice.call(alice.warehouses.RestoreWarehouse, restore).warehouse.state == (
             warehouse_pb2.WAREHOUSE_STATE_ACTIVE
         )
+
+
+def test_archive_and_restore_follow_the_catalog_or_change_nothing(
+    alice: RegistryClient, grant: BucketGrant, stack: Stack
+) -> None:
+    warehouse = create_warehouse(alice, grant)
+    both = [("warehouseStatus", "active"), ("warehouseStatus", "inactive")]
+    [catalog_id] = [
+        w["id"]
+        for w in management(stack, "GET", "/warehouse", params=both).json()["warehouses"]
+        if w["name"] == warehouse.catalog_warehouse_name
+    ]
+    fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
+    get = ws.GetWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    archive = ws.ArchiveWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    restore = ws.RestoreWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+
+    def in_catalog() -> str:
+        return str(management(stack, "GET", f"/warehouse/{catalog_id}").json()["status"])
+
+    steps: list[tuple[Callable[..., Any], Any, str, str]] = [
+        (alice.warehouses.ArchiveWarehouse, archive, "ACTIVE", "inactive"),
+        (alice.warehouses.RestoreWarehouse, restore, "ARCHIVED", "active"),
+    ]
+    for method, request, before, after in steps:
+        requests.put(fault, json={"fail-status": 503}, timeout=10).raise_for_status()
+        try:
+            outage = refused(partial(alice.call, method, request))
+        finally:
+            requests.delete(fault, timeout=10).raise_for_status()
+        assert outage.code() == grpc.StatusCode.UNAVAILABLE
+        state = alice.call(alice.warehouses.GetWarehouse, get).warehouse.state
+        assert warehouse_pb2.WarehouseState.Name(state) == f"WAREHOUSE_STATE_{before}"
+        alice.call(method, request)
+        assert in_catalog() == after
 
 
 def test_delete_refuses_a_warehouse_with_tables_unless_purged(
