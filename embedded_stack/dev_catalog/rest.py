@@ -114,7 +114,7 @@ def _query_int(request: web.Request, name: str, default: int, expected: str) -> 
     value = request.query.get(name)
     if value is None or value == "":
         return default
-    if not value.isdigit() or len(value) > 9:
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
         raise bad_request("BadRequestException", f"{name} must be {expected}")
     return int(value)
 
@@ -131,7 +131,8 @@ def _load_result(
 
 
 def _exists_response(exists: bool) -> web.Response:
-    """A HEAD answer: 204, or 404 typed as the error body a GET would carry."""
+    """A HEAD answer: 204, or 404 with the content type of the error a GET would carry (a HEAD
+    answer has no body)."""
     if exists:
         return web.Response(status=204)
     return web.Response(status=404, content_type="application/json")
