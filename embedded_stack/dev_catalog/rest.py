@@ -35,7 +35,7 @@ from embedded_stack.dev_catalog.errors import bad_request, conflict, not_found
 from embedded_stack.dev_catalog.permissions import Access
 from embedded_stack.dev_catalog.state import CatalogState, json_body, project_of
 from embedded_stack.dev_catalog.storage import delete_prefix
-from embedded_stack.dev_catalog.store import WarehouseRecord
+from embedded_stack.dev_catalog.store import WarehouseRecord, check_warehouse_name
 from embedded_stack.dev_catalog.tokens import READ
 
 T = TypeVar("T")
@@ -79,6 +79,17 @@ def _iceberg_errors() -> Iterator[None]:
         raise conflict("CommitFailedException", str(exc)) from exc
     except (ValidationError, ValueError) as exc:
         raise bad_request("BadRequestException", str(exc).splitlines()[0]) from exc
+
+
+@contextmanager
+def _parsing(what: str) -> Iterator[None]:
+    """Parsing a request body into pyiceberg's models: whatever they refuse is a bad request
+    (some of their validators raise TypeError or KeyError rather than a ValidationError)."""
+    try:
+        yield
+    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise bad_request("BadRequestException", f"{what}: {first_line}") from exc
 
 
 def _namespace(request: web.Request) -> tuple[str, ...]:
@@ -202,9 +213,9 @@ class IcebergRestApi:
         return await self.state.warehouse(request.match_info["prefix"], active=True)
 
     async def config(self, request: web.Request) -> web.Response:
-        name = request.query.get("warehouse")
-        if not name:
+        if not request.query.get("warehouse"):
             raise bad_request("WarehouseRequired", "the warehouse query parameter is required")
+        name = check_warehouse_name(request.query["warehouse"])
         found = await self.state.run(self.state.store.by_name, project_of(request), name)
         await self.access.require_warehouse(request["principal"], found.id, READ)
         record = await self.state.warehouse(found.id, active=True)
@@ -271,7 +282,7 @@ class IcebergRestApi:
             raise bad_request(
                 "BadRequestException", f"location {location} is outside the warehouse"
             )
-        with _iceberg_errors():
+        with _parsing("the table"):
             schema = Schema.model_validate(body.get("schema"))
             spec = (
                 PartitionSpec.model_validate(body["partition-spec"])
@@ -323,7 +334,7 @@ class IcebergRestApi:
         record, identifier = await self._warehouse(request), _table(request)
         body = await json_body(request)
         body.setdefault("identifier", {"namespace": list(identifier[:-1]), "name": identifier[-1]})
-        with _iceberg_errors():
+        with _parsing("the commit"):
             commit = CommitTableRequest.model_validate(body)
         creates = any(isinstance(r, AssertCreate) for r in commit.requirements)
 
