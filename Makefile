@@ -1,5 +1,5 @@
 # The two commands of the README, and the code generator.
-.PHONY: run test check gen
+.PHONY: run test check gen fuzz-catalog
 
 run:  ## start the whole mesh on this machine (Ctrl-C stops it)
 	@scripts/run.sh
@@ -13,3 +13,6 @@ check:  ## the fast lane: the same checks, and only the tests that start no proc
 gen:  ## regenerate texera/lake/ from protos/
 	@scripts/bootstrap.sh
 	@.venv/bin/python scripts/gen_protos.py
+
+fuzz-catalog:  ## a long schemathesis run against the development catalog (EXAMPLES per operation)
+	@CATALOG_FUZZ_EXAMPLES=$${EXAMPLES:-200} .venv/bin/pytest tests/integration/test_catalog_fuzz.py -q

@@ -24,6 +24,8 @@ def documentation() -> str:
 #: Settings of the test stack that differ from the embedded defaults.
 TEST_STACK_ENV = {
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
+    # Listings of more than two namespaces or tables page, so that clients must follow tokens.
+    "TEXERA_LAKE_DEV_CATALOG_PAGE_SIZE": "2",
     # A loopback port nothing listens on, so that tests can see an unreachable endpoint.
     "TEXERA_LAKE_WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",
     "TEXERA_LAKE_DEV_CATALOG_ALLOWED_STORAGE_ENDPOINTS": "http://127.0.0.1:9",
@@ -33,6 +35,14 @@ TEST_STACK_ENV = {
     # Failed executions are cleaned up within a second.
     "TEXERA_LAKE_WAREHOUSE_CLEANUP_INTERVAL_SECONDS": "1",
 }
+
+
+RECORD_FILE = "TEXERA_LAKE_DEV_CATALOG_RECORD_FILE"
+
+
+def catalog_traffic(state_dir: Path) -> Path:
+    """Where the test stack's catalog records its traffic (see test_catalog_conformance)."""
+    return state_dir / "catalog-traffic.jsonl"
 
 
 @contextlib.contextmanager
@@ -76,7 +86,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole embedded mesh on free loopback ports, shared by the integration tests."""
     state_dir = tmp_path_factory.mktemp("stack")
     settings = StackSettings(state_dir=str(state_dir), log_level="DEBUG")
-    with Stack(settings, ephemeral_ports=True, service_env=TEST_STACK_ENV) as running:
+    env = {**TEST_STACK_ENV, RECORD_FILE: str(catalog_traffic(state_dir))}
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
 
 

@@ -220,7 +220,6 @@ class CatalogClient:
     ) -> dict[str, Any]:
         body = {
             "warehouse-name": name,
-            "project-id": self._project_id,
             "storage-profile": storage_profile_json(storage),
             "storage-credential": storage_credential_json(credentials),
         }
@@ -230,9 +229,20 @@ class CatalogClient:
         return answer
 
     async def find_warehouse(self, name: str) -> dict[str, Any] | None:
+        # Lakekeeper's ListWarehousesResponse (v0.13.3) is not paged: one answer holds them all.
         params = [("warehouseStatus", "active"), ("warehouseStatus", "inactive")]
         answer = await self._request("GET", f"{self._management}/v1/warehouse", params=params)
         return next((w for w in answer["warehouses"] if w["name"] == name), None)
+
+    async def get_warehouse(self, warehouse_id: str) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._request(
+            "GET", f"{self._management}/v1/warehouse/{warehouse_id}"
+        )
+        return answer
+
+    async def activate_warehouse(self, warehouse_id: str) -> None:
+        """Opens a warehouse deactivated in the catalog (out of band) again, so it can be purged."""
+        await self._request("POST", f"{self._management}/v1/warehouse/{warehouse_id}/activate")
 
     async def update_credential(
         self, warehouse_id: str, credentials: warehouse_pb2.S3Credentials
@@ -256,28 +266,33 @@ class CatalogClient:
 
     async def namespaces(self, prefix: str, parent: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
         """Every namespace under parent, children before their parents."""
-        params = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else None
-        answer = await self._request(
-            "GET", f"{self._catalog}/v1/{prefix}/namespaces", params=params
-        )
+        params = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else {}
+        listed = await self._pages(f"{self._catalog}/v1/{prefix}/namespaces", "namespaces", params)
         found: list[tuple[str, ...]] = []
-        for namespace in map(tuple, answer["namespaces"]):
+        for namespace in map(tuple, listed):
             found += await self.namespaces(prefix, namespace)
             found.append(namespace)
         return found
 
     async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]:
-        """Every table's name in namespace, over all of the catalog's pages."""
-        names: list[str] = []
-        params: dict[str, str] = {}
+        url = f"{self._namespace_url(prefix, namespace)}/tables"
+        return [identifier["name"] for identifier in await self._pages(url, "identifiers", {})]
+
+    async def _pages(self, url: str, key: str, params: dict[str, str]) -> list[Any]:
+        """Every item of a listing, following next-page-token until it is null or absent."""
+        items: list[Any] = []
+        token: str | None = None
+        seen: set[str] = set()
         while True:
-            answer = await self._request(
-                "GET", f"{self._namespace_url(prefix, namespace)}/tables", params=params or None
-            )
-            names += [identifier["name"] for identifier in answer["identifiers"]]
-            if not (token := answer.get("next-page-token")):
-                return names
-            params = {"pageToken": str(token)}
+            page_params = {**params, "pageToken": token} if token else params
+            answer = await self._request("GET", url, params=page_params or None)
+            items += answer[key]
+            token = answer.get("next-page-token")
+            if not token:
+                return items
+            if token in seen:
+                raise CatalogUnavailable("the catalog's listing repeats a page token")
+            seen.add(token)
 
     async def load_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> Any:
         """The table's LoadTableResult, with storage credentials vended for its location when

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,7 @@ from service_runtime.errors import (
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
-from warehouse_service import records
+from warehouse_service import catalog_purge, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database, present
 from warehouse_service.validation import (
@@ -132,6 +132,38 @@ def catalog_refused_registry(exc: CatalogError) -> ServiceError:
         reason="CATALOG_FORBIDDEN",
         metadata=metadata,
     )
+
+
+def catalog_delete_failure(exc: CatalogError) -> ServiceError:
+    """A refusal while emptying or deleting a warehouse. No storage was sent, so none is to
+    blame: a 4xx here is the catalog's state (409: still not empty) or the registry's request."""
+    if exc.status in (401, 403):
+        return catalog_refused_registry(exc)
+    metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
+    message = exc.message or exc.error_type or f"HTTP {exc.status}"
+    if exc.status == 409:
+        return ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the catalog keeps the warehouse: {message}; retry the delete",
+            reason="CATALOG_WAREHOUSE_BUSY",
+            metadata=metadata,
+        )
+    log.error("the catalog refused a delete", extra=metadata)
+    return ServiceError(
+        grpc.StatusCode.INTERNAL,
+        f"the catalog refused the registry's delete request: {message}",
+        reason="CATALOG_REFUSED_DELETE",
+        metadata=metadata,
+    )
+
+
+def _require_state(row: asyncpg.Record, state: str) -> None:
+    if row["state"] != state:
+        raise ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the warehouse is {row['state'].lower()}, not {state.lower()}",
+            reason="WAREHOUSE_STATE",
+        )
 
 
 def catalog_unavailable(exc: CatalogUnavailable) -> ServiceError:
@@ -448,33 +480,47 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 )
             )
 
-    async def _move(self, request_warehouse_id: str, source: str, target: str) -> asyncpg.Record:
-        """Moves a warehouse from state source to target; already in target is a no-op."""
-        owner = require_user().user_id
-        row = await self._owned(owner, request_warehouse_id)
-        if row["state"] == target:
-            return row
-        if row["state"] != source:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"the warehouse is {row['state'].lower()}, not {source.lower()}",
-                reason="WAREHOUSE_STATE",
-            )
+    async def _in_catalog(
+        self, step: Callable[[str], Awaitable[None]], row: asyncpg.Record
+    ) -> None:
+        try:
+            await step(str(row["catalog_warehouse_id"]))
+        except CatalogError as exc:
+            raise catalog_failure(exc) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+
+    async def _set_state(
+        self, warehouse_id: uuid.UUID, source: str, target: str
+    ) -> asyncpg.Record | None:
+        """The warehouse moved from state source to target; None if it was not in source."""
         async with self._db.connection() as connection:
             moved: asyncpg.Record | None = await connection.fetchrow(
                 "UPDATE warehouses SET state = $3, updated_at = now() "
                 "WHERE warehouse_id = $1 AND state = $2 RETURNING *",
-                row["warehouse_id"],
+                warehouse_id,
                 source,
                 target,
             )
-        if moved is None:  # it changed meanwhile; answer from its current state
-            return await self._move(request_warehouse_id, source, target)
         return moved
+
+    async def _move(self, warehouse_id: str, source: str, target: str) -> asyncpg.Record:
+        """The caller's warehouse moved from state source to target; already in target is a
+        no-op."""
+        row = await self._owned(require_user().user_id, warehouse_id)
+        if row["state"] == target:
+            return row
+        _require_state(row, source)
+        moved = await self._set_state(row["warehouse_id"], source, target)
+        # None: it changed meanwhile; answer from its current state.
+        return moved if moved is not None else await self._move(warehouse_id, source, target)
 
     async def ArchiveWarehouse(
         self, request: warehouse_service_pb2.ArchiveWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.ArchiveWarehouseResponse:
+        """New executions are refused; running ones finish, and every result stays readable.
+        The catalog's warehouse stays active: Lakekeeper answers no client call on an inactive
+        warehouse, reads included."""
         row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
         return warehouse_service_pb2.ArchiveWarehouseResponse(warehouse=records.warehouse(row))
 
@@ -501,7 +547,8 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 )
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         try:
-            contents = await self._contents(row["catalog_warehouse_name"])
+            name, catalog_id = row["catalog_warehouse_name"], str(row["catalog_warehouse_id"])
+            contents = await catalog_purge.contents(self._catalog, name, catalog_id)
             tables = sum(len(names) for names in contents.values())
             if tables and not request.purge:
                 raise ServiceError(
@@ -509,11 +556,13 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                     f"the warehouse holds {tables} table(s); delete it with purge to drop them and their data",
                     reason="WAREHOUSE_NOT_EMPTY",
                 )
-            await self._mark_deleting(row["warehouse_id"])
-            await self._empty(row["catalog_warehouse_name"], contents)
-            await self._delete_in_catalog(str(row["catalog_warehouse_id"]))
+            await self._stop_writes(
+                row["warehouse_id"], "DELETING", ("ACTIVE", "ARCHIVED", "DELETING")
+            )
+            await catalog_purge.empty(self._catalog, name, contents)
+            await catalog_purge.delete(self._catalog, catalog_id, self._delete_wait)
         except CatalogError as exc:
-            raise catalog_failure(exc) from exc
+            raise catalog_delete_failure(exc) from exc
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
         async with self._db.connection() as connection:
@@ -529,21 +578,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             warehouse=records.warehouse(present(deleted))
         )
 
-    async def _contents(self, name: str) -> dict[tuple[str, ...], list[str]]:
-        """The catalog's namespaces of the warehouse (children first) and their tables."""
-        try:
-            prefix = await self._catalog.prefix(name)
-        except CatalogError as exc:
-            if exc.status == 404:  # an earlier delete got as far as the catalog's warehouse
-                return {}
-            raise
-        return {
-            ns: await self._catalog.tables(prefix, ns)
-            for ns in await self._catalog.namespaces(prefix)
-        }
-
-    async def _mark_deleting(self, warehouse_id: uuid.UUID) -> None:
-        """DELETING, unless executions still run in it; binds lock the row, so none can slip in."""
+    async def _stop_writes(
+        self, warehouse_id: uuid.UUID, target: str, sources: tuple[str, ...]
+    ) -> asyncpg.Record | None:
+        """The warehouse moved from one of sources to target, unless executions still run in it;
+        binds lock the row, so none can slip in. None if it was in none of sources."""
         async with self._db.transaction() as connection:
             await connection.execute(
                 "SELECT 1 FROM warehouses WHERE warehouse_id = $1 FOR UPDATE", warehouse_id
@@ -559,32 +598,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                     f"{running} execution(s) still write into the warehouse; cancel them first",
                     reason="WAREHOUSE_IN_USE",
                 )
-            await connection.execute(
-                "UPDATE warehouses SET state = 'DELETING', updated_at = now() WHERE warehouse_id = $1",
+            moved: asyncpg.Record | None = await connection.fetchrow(
+                "UPDATE warehouses SET state = $2, updated_at = now() "
+                "WHERE warehouse_id = $1 AND state = ANY($3::text[]) RETURNING *",
                 warehouse_id,
+                target,
+                list(sources),
             )
-
-    async def _empty(self, name: str, contents: dict[tuple[str, ...], list[str]]) -> None:
-        if not contents:
-            return
-        prefix = await self._catalog.prefix(name)
-        for namespace, tables in contents.items():
-            for table in tables:
-                await self._catalog.drop_table(prefix, namespace, table)
-            await self._catalog.drop_namespace(prefix, namespace)
-
-    async def _delete_in_catalog(self, catalog_warehouse_id: str) -> None:
-        """Deletes the catalog's warehouse, waiting while the catalog still finishes drops."""
-        deadline = time.monotonic() + self._delete_wait
-        delay = 0.5
-        while True:
-            try:
-                await self._catalog.delete_warehouse(catalog_warehouse_id)
-                return
-            except CatalogError as exc:
-                if exc.status == 404:
-                    return  # already gone
-                if exc.status != 409 or time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            return moved

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from aiohttp import web
 from sqlalchemy import create_engine
@@ -23,6 +24,7 @@ from embedded_stack.dev_catalog.permissions import (
     PermissionsApi,
     authentication,
 )
+from embedded_stack.dev_catalog.recording import recording
 from embedded_stack.dev_catalog.rest import IcebergRestApi
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.dev_catalog.state import CatalogState, InjectedFailure
@@ -94,15 +96,17 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
     )
     tokens = TokenIssuer(settings.encryption_key, settings.token_lifetime_seconds)
     access = Access(state, assignments)
+    # Recording comes first, so that it sees the answers errors become.
+    recorder = [recording(Path(settings.record_file))] if settings.record_file else []
     app = web.Application(
-        middlewares=[answer_errors, authentication(tokens, access)],
+        middlewares=[*recorder, answer_errors, authentication(tokens, access)],
         client_max_size=64 * 1024**2,
     )
     app.router.add_get("/health", health)
     app.add_routes(TokenEndpoint(state, settings.client_secrets(), tokens, access).routes())
     app.add_routes(ManagementApi(state, assignments).routes())
     app.add_routes(PermissionsApi(state, assignments).routes())
-    app.add_routes(IcebergRestApi(state, access).routes())
+    app.add_routes(IcebergRestApi(state, access, settings.page_size).routes())
     if settings.fault_injection:
         app.add_routes(state.faults.routes())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlparse
@@ -9,6 +10,8 @@ from urllib.parse import urlparse
 from embedded_stack.dev_catalog.errors import bad_request
 
 FLAVORS = ("aws", "s3-compat")
+#: What botocore accepts as a region name.
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 
 
 def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
@@ -59,9 +62,12 @@ class S3Profile:
                 raise bad_request(
                     "InvalidStorageProfile", "storage-profile.endpoint must be an http(s) URL"
                 )
+        region = _field(body, "region", str, required=True)
+        if not _REGION.fullmatch(region):
+            raise bad_request("InvalidStorageProfile", "storage-profile.region is not a region")
         return cls(
             bucket=_field(body, "bucket", str, required=True),
-            region=_field(body, "region", str, required=True),
+            region=region,
             sts_enabled=_field(body, "sts-enabled", bool, required=True),
             key_prefix=(_field(body, "key-prefix", str) or "").strip("/"),
             endpoint=endpoint.rstrip("/") if endpoint else None,

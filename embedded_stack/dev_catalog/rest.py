@@ -14,25 +14,28 @@ from typing import Any, TypeVar, cast
 
 from aiohttp import web
 from pydantic import ValidationError
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     CommitFailedException,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    ResolveError,
     TableAlreadyExistsError,
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableRequest, Table
+from pyiceberg.table import CommitTableRequest, CommitTableResponse, Table
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate
 
 from embedded_stack.dev_catalog.errors import bad_request, conflict, not_found
 from embedded_stack.dev_catalog.permissions import Access
 from embedded_stack.dev_catalog.state import CatalogState, json_body, project_of
 from embedded_stack.dev_catalog.storage import delete_prefix
-from embedded_stack.dev_catalog.store import WarehouseRecord
+from embedded_stack.dev_catalog.store import WarehouseRecord, check_warehouse_name
 from embedded_stack.dev_catalog.tokens import READ
 
 T = TypeVar("T")
@@ -78,6 +81,17 @@ def _iceberg_errors() -> Iterator[None]:
         raise bad_request("BadRequestException", str(exc).splitlines()[0]) from exc
 
 
+@contextmanager
+def _parsing(what: str) -> Iterator[None]:
+    """Parsing a request body into pyiceberg's models: whatever they refuse is a bad request
+    (some of their validators raise TypeError or KeyError rather than a ValidationError)."""
+    try:
+        yield
+    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise bad_request("BadRequestException", f"{what}: {first_line}") from exc
+
+
 def _namespace(request: web.Request) -> tuple[str, ...]:
     levels = tuple(request.match_info["namespace"].split(NAMESPACE_SEPARATOR))
     if not all(levels):
@@ -89,6 +103,33 @@ def _table(request: web.Request) -> tuple[str, ...]:
     return (*_namespace(request), request.match_info["table"])
 
 
+def _identifier(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    """A TableIdentifier field of a request body: a namespace of names, and a name."""
+    identifier = body.get(name)
+    namespace = identifier.get("namespace") if isinstance(identifier, dict) else None
+    table = identifier.get("name") if isinstance(identifier, dict) else None
+    if (
+        not isinstance(namespace, list)
+        or not namespace
+        or not all(isinstance(level, str) and level for level in namespace)
+        or not isinstance(table, str)
+        or not table
+    ):
+        raise bad_request(
+            "BadRequestException", f"{name} needs a namespace (a list of names) and a name"
+        )
+    return (*namespace, table)
+
+
+def _query_int(request: web.Request, name: str, default: int, expected: str) -> int:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return default
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
+        raise bad_request("BadRequestException", f"{name} must be {expected}")
+    return int(value)
+
+
 def _load_result(
     table_metadata_location: str | None, metadata_json: str, extra: dict[str, Any]
 ) -> web.Response:
@@ -98,6 +139,14 @@ def _load_result(
         **extra,
     }
     return web.json_response(body)
+
+
+def _exists_response(exists: bool) -> web.Response:
+    """A HEAD answer: 204, or 404 with the content type of the error a GET would carry (a HEAD
+    answer has no body)."""
+    if exists:
+        return web.Response(status=204)
+    return web.Response(status=404, content_type="application/json")
 
 
 class _Named:
@@ -113,9 +162,24 @@ class _Named:
 class IcebergRestApi:
     """The handlers; calls on a warehouse prefix were authorized before (permissions)."""
 
-    def __init__(self, state: CatalogState, access: Access) -> None:
+    def __init__(self, state: CatalogState, access: Access, page_size: int) -> None:
         self.state = state
         self.access = access
+        self.page_size = page_size
+
+    def _page(self, request: web.Request, key: str, items: list[Any]) -> web.Response:
+        """One page of a listing: pageSize items (at most the catalog's page size) from the
+        offset pageToken names; next-page-token only when more follow, as the spec asks."""
+        start = _query_int(request, "pageToken", 0, "a page token of this listing")
+        size = min(
+            _query_int(request, "pageSize", self.page_size, "a positive number"), self.page_size
+        )
+        if size < 1:
+            raise bad_request("BadRequestException", "pageSize must be a positive number")
+        body: dict[str, Any] = {key: items[start : start + size]}
+        if start + size < len(items):
+            body["next-page-token"] = str(start + size)
+        return web.json_response(body)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -149,9 +213,9 @@ class IcebergRestApi:
         return await self.state.warehouse(request.match_info["prefix"], active=True)
 
     async def config(self, request: web.Request) -> web.Response:
-        name = request.query.get("warehouse")
-        if not name:
+        if not request.query.get("warehouse"):
             raise bad_request("WarehouseRequired", "the warehouse query parameter is required")
+        name = check_warehouse_name(request.query["warehouse"])
         found = await self.state.run(self.state.store.by_name, project_of(request), name)
         await self.access.require_warehouse(request["principal"], found.id, READ)
         record = await self.state.warehouse(found.id, active=True)
@@ -167,9 +231,7 @@ class IcebergRestApi:
             else ()
         )
         namespaces = await self._call(record, lambda c: c.list_namespaces(parent))
-        return web.json_response(
-            {"namespaces": [list(n) for n in namespaces], "next-page-token": None}
-        )
+        return self._page(request, "namespaces", sorted(list(n) for n in namespaces))
 
     async def create_namespace(self, request: web.Request) -> web.Response:
         record = await self._warehouse(request)
@@ -193,7 +255,7 @@ class IcebergRestApi:
     async def namespace_exists(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
         exists = await self._call(record, lambda c: c.namespace_exists(namespace))
-        return web.Response(status=204 if exists else 404)
+        return _exists_response(exists)
 
     async def drop_namespace(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
@@ -203,8 +265,8 @@ class IcebergRestApi:
     async def list_tables(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
         identifiers = await self._call(record, lambda c: c.list_tables(namespace))
-        listed = [{"namespace": list(i[:-1]), "name": i[-1]} for i in identifiers]
-        return web.json_response({"identifiers": listed, "next-page-token": None})
+        listed = [{"namespace": list(i[:-1]), "name": i[-1]} for i in sorted(identifiers)]
+        return self._page(request, "identifiers", listed)
 
     async def create_table(self, request: web.Request) -> web.Response:
         record, namespace = await self._warehouse(request), _namespace(request)
@@ -220,7 +282,7 @@ class IcebergRestApi:
             raise bad_request(
                 "BadRequestException", f"location {location} is outside the warehouse"
             )
-        with _iceberg_errors():
+        with _parsing("the table"):
             schema = Schema.model_validate(body.get("schema"))
             spec = (
                 PartitionSpec.model_validate(body["partition-spec"])
@@ -266,20 +328,29 @@ class IcebergRestApi:
     async def table_exists(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
         exists = await self._call(record, lambda c: c.table_exists(identifier))
-        return web.Response(status=204 if exists else 404)
+        return _exists_response(exists)
 
     async def commit_table(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
         body = await json_body(request)
         body.setdefault("identifier", {"namespace": list(identifier[:-1]), "name": identifier[-1]})
-        with _iceberg_errors():
+        with _parsing("the commit"):
             commit = CommitTableRequest.model_validate(body)
-        response = await self._call(
-            record,
-            lambda c: c.commit_table(
-                cast(Table, _Named(identifier)), commit.requirements, commit.updates
-            ),
-        )
+        creates = any(isinstance(r, AssertCreate) for r in commit.requirements)
+
+        def apply(catalog: SqlCatalog) -> CommitTableResponse:
+            if not creates and not catalog.table_exists(identifier):
+                raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
+            try:
+                return catalog.commit_table(
+                    cast(Table, _Named(identifier)), commit.requirements, commit.updates
+                )
+            except (ResolveError, KeyError, IndexError, TypeError, StopIteration) as exc:
+                # pyiceberg applies the updates as it finds them; any it cannot apply (a
+                # schema or field that is not there) is the request's fault.
+                raise ValueError(f"the updates cannot be applied: {exc!r}") from exc
+
+        response = await self._call(record, apply)
         return web.json_response(
             {
                 "metadata-location": response.metadata_location,
@@ -312,15 +383,6 @@ class IcebergRestApi:
     async def rename_table(self, request: web.Request) -> web.Response:
         record = await self._warehouse(request)
         body = await json_body(request)
-        source, destination = body.get("source"), body.get("destination")
-        if not isinstance(source, dict) or not isinstance(destination, dict):
-            raise bad_request("BadRequestException", "source and destination are required")
-        try:
-            old = (*source["namespace"], source["name"])
-            new = (*destination["namespace"], destination["name"])
-        except (KeyError, TypeError) as exc:
-            raise bad_request(
-                "BadRequestException", "identifiers need a namespace and a name"
-            ) from exc
+        old, new = _identifier(body, "source"), _identifier(body, "destination")
         await self._call(record, lambda c: c.rename_table(old, new))
         return web.Response(status=204)

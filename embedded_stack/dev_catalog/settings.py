@@ -52,6 +52,19 @@ class DevCatalogSettings(Settings):
         "Lifetime of the access tokens the development catalog's token endpoint issues.",
         scoped=True,
     )
+    page_size: int = setting(
+        "PAGE_SIZE",
+        100,
+        "Most namespaces or tables one listing page holds (a smaller pageSize is honoured).",
+        scoped=True,
+    )
+    record_file: str = setting(
+        "RECORD_FILE",
+        "",
+        "Append every management and Iceberg REST request and its answer to this file (JSON "
+        "lines, secrets redacted), for conformance tests; empty records nothing.",
+        scoped=True,
+    )
     fault_injection: bool = setting(
         "FAULT_INJECTION",
         False,
@@ -80,6 +93,8 @@ class DevCatalogSettings(Settings):
         self.require("encryption_key")
         self.require("clients")
         self.client_secrets()
+        if self.page_size < 1:
+            raise ConfigError("TEXERA_LAKE_DEV_CATALOG_PAGE_SIZE must be at least 1")
         if self.token_lifetime_seconds < 1:
             raise ConfigError("TEXERA_LAKE_DEV_CATALOG_TOKEN_LIFETIME_SECONDS must be at least 1")
         if len(self.encryption_key) < 16:

@@ -42,7 +42,7 @@ class CatalogState:
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """Runs blocking work (database, storage) off the event loop."""
-        return await asyncio.to_thread(function, *args)
+        return await asyncio.to_thread(_no_stop_iteration, function, *args)
 
     async def warehouse(self, warehouse_id: str, *, active: bool = False) -> WarehouseRecord:
         """The warehouse, after any injected fault; with active=True an inactive one is refused."""
@@ -53,6 +53,14 @@ class CatalogState:
         if active and record.status != "active":
             raise CatalogError(404, "WarehouseInactive", f"Warehouse {record.name} is inactive")
         return record
+
+
+def _no_stop_iteration(function: Callable[..., T], *args: Any) -> T:
+    """function(*args); a StopIteration escaping it would never resolve the awaiting future."""
+    try:
+        return function(*args)
+    except StopIteration as exc:
+        raise RuntimeError("a blocking call raised StopIteration") from exc
 
 
 def project_of(request: web.Request, explicit: str | None = None) -> str:

@@ -81,7 +81,7 @@ class WarehouseRecord:
             "name": self.name,
             "project-id": self.project_id,
             "storage-profile": self.profile.to_json(),
-            "storage-credential-type": "s3-access-key",
+            "storage-credential-type": {"type": "s3", "credential-type": "access-key"},
             "delete-profile": {"type": "hard"},
             "status": self.status,
             "protected": False,
@@ -101,6 +101,14 @@ def _record(row: Any) -> WarehouseRecord:
     )
 
 
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 def check_project(project_id: str) -> str:
     if project_id != DEFAULT_PROJECT:
         raise not_found("ProjectNotFound", f"project {project_id} does not exist")
@@ -108,9 +116,10 @@ def check_project(project_id: str) -> str:
 
 
 def check_warehouse_name(name: Any) -> str:
-    if not isinstance(name, str) or not 1 <= len(name) <= 128 or "/" in name:
+    if not isinstance(name, str) or not 1 <= len(name) <= 128 or "/" in name or "\x00" in name:
         raise bad_request(
-            "InvalidWarehouseName", "warehouse name must be 1 to 128 characters without '/'"
+            "InvalidWarehouseName",
+            "warehouse name must be 1 to 128 characters without '/' or NUL",
         )
     return name
 
@@ -181,6 +190,8 @@ class CatalogStore:
             return [_record(row) for row in connection.execute(query)]
 
     def get(self, warehouse_id: str) -> WarehouseRecord:
+        if not _is_uuid(warehouse_id):  # ids are UUIDs: anything else names no warehouse
+            raise not_found("WarehouseNotFound", f"Warehouse {warehouse_id!r} not found")
         with self._engine.connect() as connection:
             row = connection.execute(
                 select(_warehouses).where(_warehouses.c.id == warehouse_id)

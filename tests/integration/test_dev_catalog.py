@@ -365,3 +365,67 @@ def test_a_faulty_warehouse_leaves_the_others_alone(stack: Stack, warehouse: str
 
     requests.delete(fault_url, timeout=30).raise_for_status()
     assert faulty_catalog.list_namespaces() == []
+
+
+def test_protocol_edges_answer_as_the_spec_says(stack: Stack, warehouse: str) -> None:
+    catalog = rest_catalog(stack, warehouse)
+    catalog.create_namespace("edges")
+    catalog.create_table("edges.t", schema=ROWS)
+    admin = admin_headers(stack)
+    [record] = [
+        w
+        for w in management(stack, "GET", "/warehouse").json()["warehouses"]
+        if w["name"] == warehouse
+    ]
+    assert record["storage-credential-type"] == {"type": "s3", "credential-type": "access-key"}
+    base = f"{stack.catalog_url}/catalog/v1/{record['id']}"
+
+    listed = requests.get(f"{base}/namespaces", headers=admin, timeout=30)
+    assert listed.json() == {"namespaces": [["edges"]]}  # a last page omits next-page-token
+    catalog.create_namespace("edges2")
+    catalog.create_namespace("edges3")
+    first = requests.get(f"{base}/namespaces", headers=admin, timeout=30).json()
+    assert first["namespaces"] == [["edges"], ["edges2"]]  # the test stack's pages hold two
+    rest = requests.get(
+        f"{base}/namespaces",
+        params={"pageToken": first["next-page-token"]},
+        headers=admin,
+        timeout=30,
+    )
+    assert rest.json() == {"namespaces": [["edges3"]]}
+    for bad in ({"pageSize": "0"}, {"pageToken": "not-ours"}):
+        refused = requests.get(f"{base}/namespaces", params=bad, headers=admin, timeout=30)
+        assert refused.status_code == 400, bad
+    missing = requests.head(f"{base}/namespaces/nowhere", headers=admin, timeout=30)
+    assert missing.status_code == 404
+    assert missing.headers["Content-Type"].startswith("application/json")
+
+    update = {"action": "set-properties", "updates": {"k": "v"}}
+    commit = requests.post(
+        f"{base}/namespaces/edges/tables/absent",
+        json={"requirements": [], "updates": [update]},
+        headers=admin,
+        timeout=30,
+    )
+    assert commit.status_code == 404, commit.text
+    assert commit.json()["error"]["type"] == "NoSuchTableException"
+    unknown_schema = {"action": "set-current-schema", "schema-id": 99}
+    invalid = requests.post(
+        f"{base}/namespaces/edges/tables/t",
+        json={"requirements": [], "updates": [unknown_schema]},
+        headers=admin,
+        timeout=30,
+    )
+    assert invalid.status_code == 400, invalid.text
+
+    rename = {
+        "source": {"namespace": ["edges"], "name": "t"},
+        "destination": {"namespace": ["edges"], "name": 7},
+    }
+    renamed = requests.post(f"{base}/tables/rename", json=rename, headers=admin, timeout=30)
+    assert renamed.status_code == 400, renamed.text
+
+    assert management(stack, "POST", f"/warehouse/{record['id']}/deactivate").status_code == 200
+    inactive = requests.get(f"{base}/namespaces", headers=admin, timeout=30)
+    assert inactive.status_code == 404
+    assert management(stack, "POST", f"/warehouse/{record['id']}/activate").status_code == 200

@@ -9,6 +9,7 @@ from typing import Any
 import grpc
 import pyarrow as pa
 import pytest
+import requests
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
@@ -155,6 +156,34 @@ def test_archive_and_restore_are_idempotent(alice: RegistryClient, grant: Bucket
         assert alice.call(alice.warehouses.RestoreWarehouse, restore).warehouse.state == (
             warehouse_pb2.WAREHOUSE_STATE_ACTIVE
         )
+
+
+def test_archive_and_restore_leave_the_catalogs_warehouse_open(
+    alice: RegistryClient, grant: BucketGrant, stack: Stack
+) -> None:
+    """Archived results stay readable, so the catalog's warehouse stays active (Lakekeeper
+    answers nothing on an inactive one); archiving needs no catalog at all."""
+    warehouse = create_warehouse(alice, grant)
+    both = [("warehouseStatus", "active"), ("warehouseStatus", "inactive")]
+    [catalog_id] = [
+        w["id"]
+        for w in management(stack, "GET", "/warehouse", params=both).json()["warehouses"]
+        if w["name"] == warehouse.catalog_warehouse_name
+    ]
+    fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
+    archive = ws.ArchiveWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    restore = ws.RestoreWarehouseRequest(warehouse_id=warehouse.warehouse_id)
+    requests.put(fault, json={"fail-status": 503}, timeout=10).raise_for_status()
+    try:
+        archived = alice.call(alice.warehouses.ArchiveWarehouse, archive).warehouse
+        assert archived.state == warehouse_pb2.WAREHOUSE_STATE_ARCHIVED
+        restored = alice.call(alice.warehouses.RestoreWarehouse, restore).warehouse
+        assert restored.state == warehouse_pb2.WAREHOUSE_STATE_ACTIVE
+    finally:
+        requests.delete(fault, timeout=10).raise_for_status()
+    alice.call(alice.warehouses.ArchiveWarehouse, archive)
+    status = management(stack, "GET", f"/warehouse/{catalog_id}").json()["status"]
+    assert status == "active"
 
 
 def test_delete_refuses_a_warehouse_with_tables_unless_purged(

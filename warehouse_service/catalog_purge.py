@@ -1,0 +1,72 @@
+"""Emptying and deleting a warehouse in the catalog, for DeleteWarehouse.
+
+Every step may be repeated: a drop that someone already did is done, a warehouse
+already gone is deleted, and a deactivated (archived) warehouse is activated
+first, since a deactivated warehouse's Iceberg API answers nothing but 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+
+from warehouse_service.catalog_client import CatalogClient, CatalogError
+
+Contents = dict[tuple[str, ...], list[str]]
+
+
+async def contents(catalog: CatalogClient, name: str, catalog_warehouse_id: str) -> Contents:
+    """The warehouse's namespaces (children first) and their tables; empty when it is gone."""
+    prefix = await _open_prefix(catalog, name, catalog_warehouse_id)
+    if prefix is None:
+        return {}
+    return {ns: await catalog.tables(prefix, ns) for ns in await catalog.namespaces(prefix)}
+
+
+async def empty(catalog: CatalogClient, name: str, listed: Contents) -> None:
+    """Drops the tables (with their data) and the namespaces listed."""
+    if not listed:
+        return
+    prefix = await catalog.prefix(name)
+    for namespace, tables in listed.items():
+        for table in tables:
+            await _unless_gone(catalog.drop_table(prefix, namespace, table))
+        await _unless_gone(catalog.drop_namespace(prefix, namespace))
+
+
+async def delete(catalog: CatalogClient, catalog_warehouse_id: str, wait_seconds: float) -> None:
+    """Deletes the catalog's warehouse, waiting while the catalog still finishes drops."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.5
+    while True:
+        try:
+            await _unless_gone(catalog.delete_warehouse(catalog_warehouse_id))
+            return
+        except CatalogError as exc:
+            if exc.status != 409 or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+async def _open_prefix(catalog: CatalogClient, name: str, catalog_warehouse_id: str) -> str | None:
+    """The warehouse's Iceberg prefix, activating a deactivated warehouse; None when gone.
+    The management API says which: Lakekeeper answers getConfig with 404 for both."""
+    try:
+        found = await catalog.get_warehouse(catalog_warehouse_id)
+    except CatalogError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if found.get("status") == "inactive":
+        await catalog.activate_warehouse(catalog_warehouse_id)
+    return await catalog.prefix(name)
+
+
+async def _unless_gone(call: Awaitable[None]) -> None:
+    try:
+        await call
+    except CatalogError as exc:
+        if exc.status != 404:
+            raise
