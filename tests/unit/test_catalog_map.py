@@ -8,13 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 import pytest
 
 from catalog_map.cache import CatalogMap
-from service_runtime.errors import ServiceError
 from texera.lake.internal.v1 import registry_service_pb2
-from texera.lake.v1 import warehouse_pb2
 
 
 @dataclass
@@ -166,17 +163,3 @@ async def test_a_binding_whose_token_is_spent_is_resolved_again() -> None:
     catalogs = CatalogMap(resolve_with_token, builder)
     await catalogs.get("w1", with_token("w1", 0.5))
     assert resolved == ["w1"]
-
-
-async def test_an_archived_warehouse_is_refused_and_its_catalog_closed() -> None:
-    builder = Builder()
-    catalogs = CatalogMap(resolve, builder)
-    built = await catalogs.get("w1")
-    archived = binding("w1")
-    archived.state = warehouse_pb2.WAREHOUSE_STATE_ARCHIVED
-    with pytest.raises(ServiceError) as refused:
-        await catalogs.get_or_unavailable("w1", archived)
-    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert refused.value.reason == "WAREHOUSE_ARCHIVED"
-    assert built.closed  # type: ignore[attr-defined]
-    assert builder.builds == ["w1"]
