@@ -53,6 +53,7 @@ from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_client.executions import TERMINAL
 from lake_tables import naming
 from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
+from service_runtime.propagation import beyond_the_call
 from service_runtime.retry import RetryPolicy
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
@@ -214,8 +215,8 @@ class ExecutionManager:
         self._forget_old()
         self._executions[execution_id] = local
         local.tasks += [
-            asyncio.create_task(self._run(local, prepared)),
-            asyncio.create_task(self._sync(local)),
+            beyond_the_call(self._run(local, prepared)),
+            beyond_the_call(self._sync(local)),
         ]
         log.info(
             "execution accepted",
@@ -357,7 +358,7 @@ class ExecutionManager:
                 "execution over its run time limit: stopping it",
                 extra={"execution_id": execution.execution_id},
             )
-            local.tasks.append(asyncio.create_task(self._keep_cancelling(local)))
+            local.tasks.append(beyond_the_call(self._keep_cancelling(local)))
             await running
 
     def _changed(self, local: LocalExecution) -> None:
@@ -499,7 +500,7 @@ class ExecutionManager:
                 async with asyncio.timeout(10.0):
                     await self._shown(local)
         else:
-            local.tasks.append(asyncio.create_task(self._keep_cancelling(local)))
+            local.tasks.append(beyond_the_call(self._keep_cancelling(local)))
         return local.snapshot()
 
     @staticmethod

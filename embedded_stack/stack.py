@@ -455,6 +455,13 @@ class Stack:
         self._processes.append(self._start_service(spec, name=name, env=env, answers=answers))
         return self.target(name)
 
+    def stop_part(self, name: str) -> None:
+        """Stops a part start_part started, and forgets it."""
+        part = self._part(name)
+        part.stop()
+        self._processes.remove(part)
+        del self.ports.grpc[name]
+
     def kill(self, part: str) -> None:
         """Ends a part at once (SIGKILL), as a crash would; for tests."""
         self._part(part).kill()

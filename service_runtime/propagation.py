@@ -8,15 +8,18 @@ caller passes explicitly wins.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
 from service_runtime import context
 from service_runtime.auth import ON_BEHALF_KEY, bearer
 from service_runtime.interceptors import REQUEST_ID_KEY
+
+T = TypeVar("T")
 
 _CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 30_000),
@@ -50,6 +53,18 @@ def remaining_time(timeout: float | None = None) -> float | None:
         return timeout
     remaining = max(deadline - time.monotonic(), 0.0)
     return remaining if timeout is None else min(timeout, remaining)
+
+
+def beyond_the_call(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task for work that goes on after the served call has ended (the execution a
+    submission starts): it keeps the call's request id and caller, but not its deadline, which
+    would otherwise cut every later outgoing call short."""
+
+    async def run() -> T:
+        context.deadline_var.set(None)  # the task's own copy of the call's context
+        return await work
+
+    return asyncio.create_task(run())
 
 
 def _with_context(

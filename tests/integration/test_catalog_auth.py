@@ -355,7 +355,10 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     bad_target = stack.start_part("registry-wrong-secret", "warehouse_service", wrong)
     alice = registry_as(stack, "auth-alice", stack.internal_token("auth-alice"))
     bad = RegistryClient(stack, alice.subject, *_stubs(bad_target), alice.metadata)
-    error = refused(lambda: resolve(bad, alices))
+    try:
+        error = refused(lambda: resolve(bad, alices))
+    finally:  # a replica whose catalog refuses it must not go on working the shared ledger
+        stack.stop_part("registry-wrong-secret")
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     reason, metadata = reason_of(error)
     assert reason == "CATALOG_UNAUTHORIZED"
@@ -371,10 +374,13 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     outsider_target = stack.start_part("registry-outsider", "warehouse_service", outsider)
     # A unit's binding, which may write: the outsider's client may read Alice's warehouse only.
     unallowed = alice.through("cu-auth", outsider_target)
-    bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
+    try:
+        bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
+        denied = refused(lambda: resolve(unallowed, alices))
+    finally:
+        stack.stop_part("registry-outsider")
     # Bob's warehouse belongs to Bob: the registry's own owner check answers first.
     assert bobs_error.code() == grpc.StatusCode.NOT_FOUND
-    denied = refused(lambda: resolve(unallowed, alices))
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
     reason, metadata = reason_of(denied)
     assert (reason, metadata["catalog_error"]) == ("CATALOG_FORBIDDEN", "invalid_scope")
