@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite: API checks, lint, types, then every test.
-# With --fast first, the fast lane: the same checks, then only the tests that start no process.
+# The test suite: API checks, lint, types, then every test but the slow scenarios.
+# A lane first picks other tests after the same checks: --fast only the tests that start no
+# process, --slow only the slow scenarios, --all every test.
 # Extra arguments go to pytest (for example: scripts/test.sh -k stack).
 set -euo pipefail
-lane=(tests)
-if [[ "${1:-}" == "--fast" ]]; then
-  shift
-  lane=(-m "not integration" tests)
-fi
+case "${1:-}" in
+  --fast) lane=(-m "not integration" tests) ;;
+  --slow) lane=(-m slow tests) ;;
+  --all) lane=(tests) ;;
+  *) lane=(-m "not slow" tests) ;;
+esac
+[[ "${1:-}" == --fast || "${1:-}" == --slow || "${1:-}" == --all ]] && shift
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"

@@ -24,7 +24,7 @@ from embedded_stack.dev_catalog.rest import SUPPORTED_ENDPOINTS
 from embedded_stack.stack import Stack
 from tests.integration.catalog_client import create_warehouse, rest_catalog
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPECS = Path(__file__).resolve().parents[2] / "deploy" / "specs"
 #: Examples per operation; the catalog's own operations get EXAMPLES, the rest (views, scan

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _copied(dockerfile: Path) -> list[tuple[str, str]]:

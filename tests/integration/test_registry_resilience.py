@@ -41,7 +41,7 @@ from warehouse_service.db import DATABASE_UNAVAILABLE
 from warehouse_service.migrate import migrate, migrations
 from warehouse_service.warehouses import catalog_name, derived_warehouse_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ws = warehouse_service_pb2
 EX = execution_pb2
 RETRY_WINDOW = 12.0

@@ -35,7 +35,7 @@ from tests.integration.mesh import bad_fields, gateway_account, refused
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 EX = execution_pb2
 RUN_SECONDS = 90
 WORKER_MEMORY = 1024**3

@@ -31,7 +31,7 @@ from texera.lake.v1 import (
     workflow_pb2,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 cus = computing_unit_service_pb2
 IDLE_SECONDS = 20

@@ -24,7 +24,7 @@ from tests.integration.executions import UnitClient, new_user, workflow
 from tests.integration.mesh import bad_fields
 from texera.lake.v1 import execution_pb2
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COLUMNS = ["k", "v", "id", "d", "nope", "`odd name`"]
 TYPES = [
