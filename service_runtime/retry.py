@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tenacity import (
     AsyncRetrying,
@@ -87,6 +87,19 @@ def _logger(what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
+def _tenacity(
+    policy: RetryPolicy, transient: Callable[[BaseException], bool], what: str
+) -> dict[str, Any]:
+    """tenacity's settings for policy, the same for calls and coroutines."""
+    return {
+        "retry": retry_if_exception(transient),
+        "stop": policy._stop(),
+        "wait": policy._wait,
+        "before_sleep": _logger(what),
+        "reraise": True,
+    }
+
+
 def retry_call(
     call: Callable[[], T],
     *,
@@ -95,14 +108,7 @@ def retry_call(
     what: str,
 ) -> T:
     """call(), retried while it fails transiently; raises its last failure."""
-    retrying = Retrying(
-        retry=retry_if_exception(transient),
-        stop=policy._stop(),
-        wait=policy._wait,
-        before_sleep=_logger(what),
-        reraise=True,
-    )
-    return retrying(call)
+    return Retrying(**_tenacity(policy, transient, what))(call)
 
 
 async def retry_async(
@@ -113,13 +119,7 @@ async def retry_async(
     what: str,
 ) -> T:
     """await call(), retried while it fails transiently; raises its last failure."""
-    retrying = AsyncRetrying(
-        retry=retry_if_exception(transient),
-        stop=policy._stop(),
-        wait=policy._wait,
-        before_sleep=_logger(what),
-        reraise=True,
-    )
+    retrying = AsyncRetrying(**_tenacity(policy, transient, what))
 
     async def attempt() -> T:  # a coroutine function, as tenacity tells them from plain ones
         return await call()
