@@ -10,17 +10,22 @@ its first message arrived.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar, cast
 
 import grpc
 
 from service_runtime.auth import AUTHORIZATION_KEY, bearer
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import context_metadata, remaining_time
+from service_runtime.retry import RetryPolicy, retry_async
 
-#: Waits before the second and third attempts of a call that may be repeated.
-RETRY_WAITS = (0.1, 0.4)
+T = TypeVar("T")
+
+#: Calls that may be repeated are tried at most three times, 0.1 s and then 0.2 s apart.
+REPEAT_POLICY = RetryPolicy(
+    window_seconds=60.0, first_wait_seconds=0.1, longest_wait_seconds=0.2, max_attempts=3
+)
 _CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
@@ -29,12 +34,28 @@ _CHANNEL_OPTIONS = (
 )
 
 
-def _again(error: grpc.aio.AioRpcError, retry: bool, wait: float | None) -> bool:
-    """Whether to try again after error: UNAVAILABLE, allowed, attempts and time left."""
-    if not retry or wait is None or error.code() != grpc.StatusCode.UNAVAILABLE:
+def _passing(error: BaseException) -> bool:
+    """UNAVAILABLE with time for another attempt left before the caller's deadline."""
+    if not isinstance(error, grpc.aio.AioRpcError) or error.code() != grpc.StatusCode.UNAVAILABLE:
         return False
     left = remaining_time()
-    return left is None or left > wait
+    return left is None or left > REPEAT_POLICY.longest_wait_seconds
+
+
+async def _attempts(call: Callable[[], Awaitable[T]], retry: bool, what: str) -> T:
+    """call() once, or as REPEAT_POLICY says when retry; a backend's error is relayed as is."""
+    try:
+        if not retry:
+            return await call()
+        return await retry_async(call, policy=REPEAT_POLICY, transient=_passing, what=what)
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.relayed(error) from error
+
+
+async def _read(call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> bytes | None:
+    """The stream's next message; None once it ended."""
+    message = await call.read()
+    return None if message is grpc.aio.EOF else cast(bytes, message)
 
 
 class Backend:
@@ -60,34 +81,33 @@ class Backend:
         if method not in self._unary:
             self._unary[method] = self.channel.unary_unary(method)
         call = self._unary[method]
-        for wait in (*RETRY_WAITS, None):
-            try:
-                answer: bytes = await call(
-                    request, metadata=self._metadata(), timeout=remaining_time()
-                )
-            except grpc.aio.AioRpcError as error:
-                if not _again(error, retry, wait):
-                    raise ServiceError.relayed(error) from error
-                await asyncio.sleep(wait or 0)
-            else:
-                return answer
-        raise AssertionError("unreachable: the last attempt returns or raises")
+
+        async def attempt() -> bytes:
+            answer: bytes = await call(request, metadata=self._metadata(), timeout=remaining_time())
+            return answer
+
+        return await _attempts(attempt, retry, method)
 
     async def stream(self, method: str, request: bytes, *, retry: bool) -> AsyncIterator[bytes]:
         if method not in self._streams:
             self._streams[method] = self.channel.unary_stream(method)
         open_stream = self._streams[method]
-        for wait in (*RETRY_WAITS, None):
+        opened: list[grpc.aio.UnaryStreamCall[bytes, bytes]] = []
+
+        async def first_message() -> bytes | None:
+            """Opens the stream and reads its first message; only this part is repeated, as a
+            caller that has a message must not get it twice."""
             call = open_stream(request, metadata=self._metadata(), timeout=remaining_time())
-            received = False
-            try:
-                async for message in call:
-                    received = True
-                    yield message
-                return
-            except grpc.aio.AioRpcError as error:
-                if received or not _again(error, retry, wait):
-                    raise ServiceError.relayed(error) from error
-            finally:
+            opened.append(call)
+            return await _read(call)
+
+        try:
+            message = await _attempts(first_message, retry, method)
+            while message is not None:
+                yield message
+                message = await _read(opened[-1])
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.relayed(error) from error
+        finally:
+            for call in opened:
                 call.cancel()  # the caller went away: stop the backend's stream too
-            await asyncio.sleep(wait or 0)
