@@ -1,4 +1,4 @@
-"""How the columns of one Parquet data file become the rows of a projection of its table.
+"""How the columns of one data file become the rows of a projection of its table.
 
 Columns are matched by Iceberg field id (or through the table's name mapping when the file has
 none), renamed and promoted to the table's types, the values of projected columns the file lacks
