@@ -1,6 +1,7 @@
 """The one adapter to pyiceberg's private Arrow helpers, which the computing unit's writer and
-the result service's reader both need; checked against PYICEBERG_VERSION (a unit test fails
-when the installed version moves, so these are looked at again).
+the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need; checked
+against PYICEBERG_VERSION (a unit test fails when the installed version moves, so these are
+looked at again).
 
 project() is pyiceberg's projection of a record batch onto an Iceberg schema (columns matched
 by field id, renamed, cast to the Iceberg types, field ids attached), with one fix: pyiceberg
@@ -15,13 +16,21 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
+    ONE_MEGABYTE,
+    _combine_positional_deletes,
     _get_column_projection_values,
+    _get_file_format,
     _get_parquet_writer_kwargs,
     _pyarrow_schema_ensure_small_types,
+    _read_all_delete_files,
     _to_requested_schema,
 )
+from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 #: The pyiceberg release these helpers were checked against.
@@ -30,6 +39,21 @@ PYICEBERG_VERSION = "0.12.0"
 column_projection_values = _get_column_projection_values
 parquet_writer_options = _get_parquet_writer_kwargs
 ensure_small_types = _pyarrow_schema_ensure_small_types
+#: Row indices in [start, end) of a data file that none of its positional deletes names,
+#: counted from start.
+positions_kept = _combine_positional_deletes
+
+
+def positional_deletes(io: FileIO, task: FileScanTask) -> list[pa.ChunkedArray]:
+    """The deleted row positions of task's data file, from its delete files (positional
+    deletes and deletion vectors)."""
+    return _read_all_delete_files(io, [task]).get(task.file.file_path, [])
+
+
+def data_file_format(kind: FileFormat) -> ds.FileFormat:
+    """Arrow's format for a data file, buffered as pyiceberg's scans read one."""
+    options: dict[str, Any] = {"pre_buffer": True, "buffer_size": 8 * ONE_MEGABYTE}
+    return _get_file_format(kind, **options)
 
 
 def project(

@@ -8,9 +8,7 @@ each chunk carries the physical position of every row it kept, so a page that
 stops inside a chunk knows exactly where the next page starts.
 
 Columns are matched by Iceberg field id and converted to the table's types
-with pyiceberg's own projection (renamed or promoted columns, partition
-values, nanosecond timestamps), as pyiceberg's scans do, but keeping every null
-(see lake_tables.pyiceberg_arrow).
+as lake_tables.file_columns describes, keeping every null.
 """
 
 from __future__ import annotations
@@ -25,18 +23,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import bind, extract_field_ids, translate_column_names
-from pyiceberg.io.pyarrow import (
-    expression_to_pyarrow,
-    pyarrow_to_schema,
-    schema_to_pyarrow,
-)
+from pyiceberg.io.pyarrow import expression_to_pyarrow, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, FileFormat
-from pyiceberg.schema import Schema, prune_columns
+from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.types import ListType, MapType
 
 from catalog_map.credentials import RenewingFileIO
-from lake_tables.pyiceberg_arrow import column_projection_values, ensure_small_types, project
+from lake_tables.file_columns import FileColumns, projected_field_ids
+from lake_tables.pyiceberg_arrow import ensure_small_types
 from result_service.metrics import ROWS_READ
 
 _POSITION = "__texera_row_position"
@@ -65,12 +59,10 @@ class Chunk:
 
 @dataclass(frozen=True)
 class _FileLayout:
-    """How one file's columns map to the read: what to read, the filter in the file's names,
-    and the values of projected columns the file lacks (identity partition values)."""
+    """How one file's columns map to the read, and the filter in the file's names."""
 
-    read_schema: Schema
+    columns: FileColumns
     arrow_filter: pc.Expression | None
-    missing: dict[int, object]
 
 
 def served_arrow_schema(schema: Schema) -> pa.Schema:
@@ -110,14 +102,8 @@ class FileReader:
 
     @cached_property
     def _field_ids(self) -> set[int]:
-        """Fields to read: the projected ones (lists and maps through their children) and the
-        filter's."""
-        projected = {
-            field_id
-            for field_id in self._projected.field_ids
-            if not isinstance(self._projected.find_type(field_id), MapType | ListType)
-        }
-        return projected | extract_field_ids(self._bound_filter)
+        """Fields to read: the projected ones and the filter's."""
+        return projected_field_ids(self._projected) | extract_field_ids(self._bound_filter)
 
     def chunks(self, data_file: DataFile, start_row: int = 0) -> Generator[Chunk, None, None]:
         """The file's rows from physical row start_row on, in order."""
@@ -127,35 +113,28 @@ class FileReader:
             parquet = pq.ParquetFile(
                 stream, pre_buffer=self._bulk, buffer_size=0 if self._bulk else _PIECE_BYTES
             )
-            file_schema = pyarrow_to_schema(
-                parquet.schema_arrow,
-                self._metadata.name_mapping(),
-                downcast_ns_timestamp_to_us=self._metadata.format_version <= 2,
-                format_version=self._metadata.format_version,
-            )
-            missing = column_projection_values(
-                data_file,
-                self._projected,
+            columns = FileColumns.of(
+                self._metadata,
                 self._table_schema,
-                self._metadata.specs().get(data_file.spec_id),
-                file_schema.field_ids,
+                self._projected,
+                data_file=data_file,
+                file_arrow_schema=parquet.schema_arrow,
+                field_ids=self._field_ids,
             )
             arrow_filter = None
             if self._bound_filter != AlwaysTrue():
+                file_schema = columns.file_schema
                 translated = translate_column_names(
-                    self._bound_filter, file_schema, True, projected_field_values=missing
+                    self._bound_filter, file_schema, True, projected_field_values=columns.missing
                 )
                 arrow_filter = expression_to_pyarrow(
                     bind(file_schema, translated, True), file_schema
                 )
-            read_schema = prune_columns(file_schema, self._field_ids, select_full_types=False)
             groups, position = _row_groups_from(parquet.metadata, start_row)
             batches = parquet.iter_batches(
-                batch_size=self._batch_rows,
-                row_groups=groups,
-                columns=[column.name for column in read_schema.columns],
+                batch_size=self._batch_rows, row_groups=groups, columns=columns.names
             )
-            layout = _FileLayout(read_schema, arrow_filter, missing)
+            layout = _FileLayout(columns, arrow_filter)
             for read in batches:
                 ROWS_READ.inc(read.num_rows)
                 chunk_start, position = position, position + read.num_rows
@@ -178,14 +157,7 @@ class FileReader:
                 [kept.column(name).combine_chunks() for name in batch.schema.names],
                 schema=batch.schema,
             )
-        rows = project(
-            self._projected,
-            layout.read_schema,
-            batch,
-            downcast_ns_timestamp_to_us=self._metadata.format_version <= 2,
-            projected_missing_fields=layout.missing,
-            allow_timestamp_tz_mismatch=True,
-        )
+        rows = layout.columns.rows(batch)
         if rows.schema != self.arrow_schema:
             rows = rows.cast(self.arrow_schema)
         return Chunk(rows=rows, start=start, end=end, positions=positions)

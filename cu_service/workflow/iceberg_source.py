@@ -1,9 +1,9 @@
 """Reading an Iceberg table of the execution's warehouse as a Spark DataFrame.
 
 The driver plans the scan (which data files, with which deletes) through the
-catalog; each file becomes one Spark partition, read on an executor by
-pyiceberg's own Arrow scan with the table's vended credentials, so the read
-is parallel by data file and deletes and schema evolution are honoured.
+catalog; each file becomes one Spark partition, read on an executor with the
+table's vended credentials (lake_tables.scan_tasks), so the read is parallel by
+data file, deletes and schema evolution are honoured, and every null is kept.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from functools import partial
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
+from lake_tables.scan_tasks import read_task
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,7 @@ def read_tasks(spec: ScanSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     for batch in batches:
         for task_bytes in batch.column("task").to_pylist():
             task = pickle.loads(task_bytes)  # noqa: S301 - planned by our own driver
-            scan = ArrowScan(metadata, io.get(), projected, AlwaysTrue())
-            for read in scan.to_record_batches([task]):
+            for read in read_task(io.get(), metadata, projected, task):
                 yield read.cast(spec.arrow_schema)
 
 

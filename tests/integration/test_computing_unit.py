@@ -12,6 +12,7 @@ import grpc
 import pyarrow as pa
 import pytest
 import requests
+from pyiceberg.types import DoubleType
 from pyspark.sql import SparkSession
 
 from cu_service.settings import ComputingUnitSettings
@@ -388,6 +389,54 @@ def test_a_later_execution_reads_an_earlier_result(stack: Stack) -> None:
     assert catalog.load_table(
         (output.namespace, output.table_name)
     ).scan().to_arrow().to_pylist() == [{"s": sum(range(300))}]
+
+
+def test_an_iceberg_source_reads_renamed_and_added_columns_and_not_deleted_rows(
+    stack: Stack,
+) -> None:
+    """A table written with pyiceberg: a file from before a column was renamed and another was
+    added, and a file rewritten by a delete; a workflow reads what pyiceberg reads."""
+    client, warehouse_id, _ = new_user(stack, "evolved")
+    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    catalog.create_namespace_if_not_exists("shared")
+    table = catalog.create_table(
+        ("shared", "people"), schema=pa.schema([("id", pa.int64()), ("name", pa.string())])
+    )
+    table.append(pa.table({"id": [1, 2], "name": ["a", None]}))
+    [before_rename] = [task.file.file_path for task in table.scan().plan_files()]
+    with table.update_schema() as update:
+        update.rename_column("name", "label")
+        update.add_column("score", DoubleType())
+    table.append(
+        pa.table(
+            {"id": [3, 4, 5], "label": ["c", "d", None], "score": [0.5, None, 1.5]},
+            schema=table.schema().as_arrow(),
+        )
+    )
+    table.delete("id = 4")  # pyiceberg rewrites the second file, leaving the first as it was
+    assert before_rename in {task.file.file_path for task in table.scan().plan_files()}
+    flow = workflow(
+        [
+            {
+                "operator_id": "people",
+                "iceberg_table_source": {
+                    "table_identifier": {"namespace": ["shared"], "name": "people"}
+                },
+                "materialize": True,
+            }
+        ]
+    )
+    execution = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert state_name(execution) == "SUCCEEDED", execution.error
+    [output] = execution.outputs
+    read = catalog.load_table((output.namespace, output.table_name)).scan().to_arrow()
+    assert read.schema.names == ["id", "label", "score"]
+    assert sorted(read.to_pylist(), key=lambda row: row["id"]) == [
+        {"id": 1, "label": "a", "score": None},
+        {"id": 2, "label": None, "score": None},
+        {"id": 3, "label": "c", "score": 0.5},
+        {"id": 5, "label": None, "score": 1.5},
+    ]
 
 
 @pytest.mark.parametrize(

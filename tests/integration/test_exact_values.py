@@ -1,6 +1,7 @@
 """Every type a workflow can produce, with nulls at every depth and the edges of each type,
-written by the computing unit and read back through pages, streams and pyiceberg: all equal to
-the input. An output with no rows is a result with no rows, with its whole schema."""
+written by the computing unit and read back through pages, streams and pyiceberg, and through a
+later workflow's iceberg_table_source: all equal to the input. An output with no rows is a
+result with no rows, with its whole schema."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import base64
 import math
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,7 +19,7 @@ from pyiceberg.table import Table
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from tests.integration.catalog_client import rest_catalog
-from tests.integration.executions import new_user, udf, workflow
+from tests.integration.executions import UnitClient, new_user, udf, workflow
 from tests.integration.results import ResultClient, arrow_table, results_like
 from texera.lake.v1 import execution_pb2
 
@@ -240,8 +241,17 @@ SPEC = [{"name": name, "data_type": kind} for name, kind in COLUMNS]
 CARRIERS = ("typed", "via_sql", "via_udf")
 
 
+class Written(NamedTuple):
+    """The execution that wrote every row, and how to reach its results."""
+
+    execution: execution_pb2.Execution
+    results: ResultClient
+    warehouse_id: str
+    unit: UnitClient
+
+
 @pytest.fixture(scope="module")
-def written(stack: Stack) -> tuple[execution_pb2.Execution, ResultClient, str]:
+def written(stack: Stack) -> Written:
     unit, warehouse_id, _ = new_user(stack, "exact")
     flow = workflow(
         [
@@ -272,33 +282,55 @@ def written(stack: Stack) -> tuple[execution_pb2.Execution, ResultClient, str]:
     )
     execution = unit.finish(unit.submit(warehouse_id, flow).execution_id)
     assert state_name(execution) == "SUCCEEDED", execution.error
-    return execution, results_like(stack, unit), warehouse_id
+    return Written(execution, results_like(stack, unit), warehouse_id, unit)
 
 
+def _assert_every_value_reads_back(
+    stack: Stack, written: Written, execution: execution_pb2.Execution, operator_id: str
+) -> None:
+    """The result of operator_id holds ROWS, through pages, streams and its data files."""
+    rows, _ = written.results.all_rows(execution.execution_id, operator_id, page_size=2)
+    assert sorted(rows, key=lambda row: row["id"]) == [_read_json(row) for row in ROWS]
+
+    streamed = arrow_table(written.results.stream(execution.execution_id, operator_id))
+    assert _arrow_rows(streamed) == EXPECTED
+
+    [output] = [o for o in execution.outputs if o.operator_id == operator_id]
+    catalog = rest_catalog(stack, f"texera-{written.warehouse_id}")
+    table = catalog.load_table((output.namespace, output.table_name))
+    assert _arrow_rows(_stored(table)) == EXPECTED
+    assert output.row_count == len(ROWS)
+
+
+@pytest.mark.parametrize("operator_id", CARRIERS)
 def test_every_value_reads_back_as_written_through_pages_streams_and_pyiceberg(
-    stack: Stack, written: tuple[execution_pb2.Execution, ResultClient, str]
+    stack: Stack, written: Written, operator_id: str
 ) -> None:
-    execution, results, warehouse_id = written
-    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
-    expected_json = [_read_json(row) for row in ROWS]
-    outputs = {output.operator_id: output for output in execution.outputs}
-    for operator_id in CARRIERS:
-        rows, _ = results.all_rows(execution.execution_id, operator_id, page_size=2)
-        assert sorted(rows, key=lambda row: row["id"]) == expected_json, operator_id
-
-        streamed = arrow_table(results.stream(execution.execution_id, operator_id))
-        assert _arrow_rows(streamed) == EXPECTED, operator_id
-
-        output = outputs[operator_id]
-        table = catalog.load_table((output.namespace, output.table_name))
-        assert _arrow_rows(_stored(table)) == EXPECTED, operator_id
-        assert output.row_count == len(ROWS)
+    _assert_every_value_reads_back(stack, written, written.execution, operator_id)
 
 
-def test_a_result_with_no_rows_keeps_its_schema_everywhere(
-    stack: Stack, written: tuple[execution_pb2.Execution, ResultClient, str]
+def test_every_value_reads_back_through_a_later_iceberg_table_source(
+    stack: Stack, written: Written
 ) -> None:
-    execution, results, warehouse_id = written
+    """A later execution reads a result as an Iceberg table, by data file on Spark's
+    executors, and materializes what it read: nulls of lists and maps of structs stay nulls."""
+    earlier = {"execution_id": written.execution.execution_id, "operator_id": "typed"}
+    flow = workflow(
+        [
+            {
+                "operator_id": "reread",
+                "iceberg_table_source": {"result": earlier},
+                "materialize": True,
+            }
+        ]
+    )
+    execution = written.unit.finish(written.unit.submit(written.warehouse_id, flow).execution_id)
+    assert state_name(execution) == "SUCCEEDED", execution.error
+    _assert_every_value_reads_back(stack, written, execution, "reread")
+
+
+def test_a_result_with_no_rows_keeps_its_schema_everywhere(stack: Stack, written: Written) -> None:
+    execution, results, warehouse_id, _ = written
     execution_id = execution.execution_id
     empty = next(o for o in execution.outputs if o.operator_id == "empty")
     assert (empty.row_count, empty.file_count) == (0, 0)
