@@ -1,9 +1,9 @@
-"""Bootstraps the catalog (Lakekeeper) as the registry: ``python -m warehouse_service.bootstrap_catalog``.
+"""Bootstraps the catalog as the registry: ``python -m warehouse_service.bootstrap_catalog``.
 
-It reads the registry's catalog settings (TEXERA_LAKE_CATALOG_*) and posts the bootstrap with the
-registry's own token, so that the registry's OAuth2 client becomes the catalog's operator. A
-catalog bootstrapped already counts as success, so the command may run at every start; it exits
-1 when the catalog refuses or does not answer, 2 on bad settings.
+It reads the registry's catalog settings (TEXERA_LAKE_CATALOG_*) and posts Lakekeeper's
+bootstrap with the registry's own token, which makes the registry's OAuth2 client the catalog's
+operator. A catalog bootstrapped already counts as success, so the command may run at every
+start; it exits 1 when the catalog refuses or does not answer, 2 on bad settings.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from aiohttp import web
 
+from tests.loopback_http import served
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, WAREHOUSE_SCOPE, OAuthClient
 from warehouse_service.warehouses import catalog_failure
@@ -64,15 +65,8 @@ async def catalog() -> AsyncIterator[tuple[ScriptedCatalog, str]]:
     app.router.add_post("/oauth2/token", scripted.token)
     app.router.add_get("/management/v1/warehouse", scripted.listing)
     app.router.add_post("/management/v1/bootstrap", scripted.bootstrap)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield scripted, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield scripted, base
 
 
 async def client_of(
