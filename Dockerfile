@@ -22,7 +22,7 @@ COPY result_service ./result_service
 COPY gateway ./gateway
 COPY embedded_stack ./embedded_stack
 COPY lake_cli ./lake_cli
-COPY deploy/compose/make_secrets.py ./deploy/compose/make_secrets.py
+COPY deploy/compose ./deploy/compose
 # The kubernetes extra: the registry launches computing units as Pods when so configured.
 RUN pip install --no-cache-dir -c constraints.txt '.[kubernetes]'
 

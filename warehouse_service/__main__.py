@@ -10,7 +10,6 @@ from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from unit_launcher.factory import launcher_named
-from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.cleaner import ExecutionCleaner
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
@@ -25,14 +24,7 @@ from warehouse_service.warehouses import WarehouseServicer
 def build() -> ServiceProcess:
     settings = WarehouseServiceSettings.from_env()
     db = Database(settings.database_url, settings.database_pool_size)
-    catalog = CatalogClient(
-        settings.catalog_management_uri,
-        settings.catalog_uri,
-        settings.catalog_project_id,
-        timeout_seconds=settings.catalog_timeout_seconds,
-        attempts=settings.catalog_attempts,
-        oauth=settings.catalog_oauth(),
-    )
+    catalog = settings.catalog_client()
     supervisor = UnitSupervisor(
         db,
         launcher_named(

@@ -182,13 +182,14 @@ class CatalogClient:
     async def warehouse_token(
         self, catalog_warehouse_id: str, *, write: bool
     ) -> AccessToken | None:
-        """A token that reaches one warehouse only (read, or read and write), exchanged for the
-        registry's; None when the catalog needs no authentication."""
+        """A token for one warehouse (read, or read and write), exchanged for the registry's;
+        None when the catalog needs no authentication. Whether the catalog confines it to that
+        warehouse depends on the catalog (see docs/operations.md)."""
         assert self._session is not None, "open() the client first"
         if self._oauth is None:
             return None
         oauth, session = self._oauth, self._session
-        scope = f"warehouse:{catalog_warehouse_id}:{'write' if write else 'read'}"
+        scope = oauth.warehouse_scope(catalog_warehouse_id, write=write)
 
         async def exchange() -> AccessToken:
             for renewed in (False, True):
@@ -211,6 +212,19 @@ class CatalogClient:
         )
 
     # Management API -----------------------------------------------------------------
+
+    async def bootstrap(self) -> bool:
+        """Bootstraps the catalog with the registry's token, which makes the registry's client
+        its operator (every management API, every project); False if it was bootstrapped
+        already."""
+        body = {"accept-terms-of-use": True, "is-operator": True, "user-type": "application"}
+        try:
+            await self._request("POST", f"{self._management}/v1/bootstrap", json=body)
+        except CatalogError as exc:
+            if exc.error_type == "CatalogAlreadyBootstrapped":
+                return False
+            raise
+        return True
 
     async def create_warehouse(
         self,

@@ -3,8 +3,10 @@
 It gets its own token with the client-credentials grant (RFC 6749 §4.4),
 keeps it until shortly before it expires, and trades it for tokens scoped to
 one warehouse with a token exchange (RFC 8693), which computing units and
-readers get in their CatalogBinding. Tokens are kept in memory only, never
-logged.
+readers get in their CatalogBinding. The scope asked for in the exchange comes
+from a template (WAREHOUSE_SCOPE by default): a provider that accepts only the
+scopes it knows, such as Keycloak, is given a fixed one. Tokens are kept in
+memory only, never logged.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import aiohttp
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"  # noqa: S105 - a URN
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105 - a URN
 _MAX_MARGIN_SECONDS = 30.0
+#: Scope of a warehouse's token: its catalog id and read or write.
+WAREHOUSE_SCOPE = "warehouse:{warehouse}:{access}"
 
 
 class TokenEndpointError(Exception):
@@ -49,13 +53,21 @@ def _margin(lifetime: float) -> float:
 
 class OAuthClient:
     def __init__(
-        self, token_uri: str, client_id: str, client_secret: str, *, scope: str, audience: str
+        self,
+        token_uri: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str,
+        audience: str,
+        warehouse_scope: str = WAREHOUSE_SCOPE,
     ) -> None:
         self._token_uri = token_uri
         self._client_id = client_id
         self._secret = client_secret
         self._scope = scope
         self._audience = audience
+        self._warehouse_scope = warehouse_scope
         self._token: AccessToken | None = None
         self._refresh_at = 0.0
         self._scoped: dict[str, tuple[AccessToken, float]] = {}
@@ -78,9 +90,14 @@ class OAuthClient:
         self._token = None
         self._scoped.clear()
 
+    def warehouse_scope(self, catalog_warehouse_id: str, *, write: bool) -> str:
+        """The scope to ask for a token of one warehouse."""
+        access = "write" if write else "read"
+        return self._warehouse_scope.format(warehouse=catalog_warehouse_id, access=access)
+
     async def scoped(self, session: aiohttp.ClientSession, scope: str) -> AccessToken:
-        """A token for one scope (``warehouse:<id>:<access>``), shared by callers until half
-        its life is gone, so that every holder gets at least half a lifetime."""
+        """A token for one scope (see warehouse_scope), shared by callers until half its life
+        is gone, so that every holder gets at least half a lifetime."""
         cached = self._scoped.get(scope)
         if cached is not None and time.time() < cached[1]:
             return cached[0]

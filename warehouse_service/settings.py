@@ -15,7 +15,8 @@ from service_runtime.config import (
 )
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.factory import LAUNCHERS
-from warehouse_service.catalog_oauth import OAuthClient
+from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
 
 
 @dataclass(frozen=True, repr=False)
@@ -75,6 +76,14 @@ class WarehouseServiceSettings(ServerSettings):
         "CATALOG_OAUTH_AUDIENCE",
         "",
         "Audience sent with token requests, for providers that want one; empty sends none.",
+    )
+    catalog_warehouse_token_scope: str = setting(
+        "CATALOG_WAREHOUSE_TOKEN_SCOPE",
+        WAREHOUSE_SCOPE,
+        "Scope asked for in the token exchange of a warehouse's token: {warehouse} is the "
+        "catalog's warehouse id, {access} read or write. A provider that accepts only scopes "
+        "it knows (Keycloak) needs one of those, such as lakekeeper; see docs/operations.md "
+        "for what such a token reaches.",
     )
     database_pool_size: int = setting(
         "DATABASE_POOL_SIZE",
@@ -180,6 +189,13 @@ class WarehouseServiceSettings(ServerSettings):
 
     def validate(self) -> None:
         super().validate()
+        try:
+            self.catalog_warehouse_token_scope.format(warehouse="w", access="read")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(
+                f"{ENV_PREFIX}CATALOG_WAREHOUSE_TOKEN_SCOPE: only {{warehouse}} and {{access}} "
+                f"may be filled in ({type(exc).__name__}: {exc})"
+            ) from exc
         self.require("database_url")
         self.require_secret_length("page_token_key")
         self.require("signing_key")
@@ -208,6 +224,18 @@ class WarehouseServiceSettings(ServerSettings):
             self.catalog_client_secret,
             scope=self.catalog_oauth_scope,
             audience=self.catalog_oauth_audience,
+            warehouse_scope=self.catalog_warehouse_token_scope,
+        )
+
+    def catalog_client(self) -> CatalogClient:
+        """The registry's client of the catalog (open() it before use)."""
+        return CatalogClient(
+            self.catalog_management_uri,
+            self.catalog_uri,
+            self.catalog_project_id,
+            timeout_seconds=self.catalog_timeout_seconds,
+            attempts=self.catalog_attempts,
+            oauth=self.catalog_oauth(),
         )
 
     @property

@@ -11,8 +11,9 @@ import grpc
 import pytest
 from aiohttp import web
 
+from tests.loopback_http import served
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
+from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, WAREHOUSE_SCOPE, OAuthClient
 from warehouse_service.warehouses import catalog_failure
 
 LISTING = {"warehouses": [{"name": "w", "id": "1"}]}
@@ -29,6 +30,8 @@ class ScriptedCatalog:
     seen_tokens: list[str] = field(default_factory=list)
     refuse_client: bool = False
     refuse_exchange: str = ""
+    bootstraps: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    bootstrap_answers: list[web.Response] = field(default_factory=list)
 
     async def token(self, request: web.Request) -> web.Response:
         form = {k: str(v) for k, v in (await request.post()).items()}
@@ -44,6 +47,10 @@ class ScriptedCatalog:
             {"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime}
         )
 
+    async def bootstrap(self, request: web.Request) -> web.Response:
+        self.bootstraps.append((request.headers.get("Authorization", ""), await request.json()))
+        return self.bootstrap_answers.pop(0)
+
     async def listing(self, request: web.Request) -> web.Response:
         self.seen_tokens.append(request.headers.get("Authorization", ""))
         if self.script:
@@ -57,20 +64,21 @@ async def catalog() -> AsyncIterator[tuple[ScriptedCatalog, str]]:
     app = web.Application()
     app.router.add_post("/oauth2/token", scripted.token)
     app.router.add_get("/management/v1/warehouse", scripted.listing)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield scripted, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    app.router.add_post("/management/v1/bootstrap", scripted.bootstrap)
+    async with served(app) as base:
+        yield scripted, base
 
 
-async def client_of(base: str, *, authenticated: bool = True) -> CatalogClient:
+async def client_of(
+    base: str, *, authenticated: bool = True, warehouse_scope: str = WAREHOUSE_SCOPE
+) -> CatalogClient:
     oauth = OAuthClient(
-        f"{base}/oauth2/token", "registry", "s" * 32, scope="lakekeeper", audience=""
+        f"{base}/oauth2/token",
+        "registry",
+        "s" * 32,
+        scope="lakekeeper",
+        audience="",
+        warehouse_scope=warehouse_scope,
     )
     client = CatalogClient(
         f"{base}/management",
@@ -242,6 +250,55 @@ async def test_warehouse_tokens_are_exchanged_for_the_registrys_and_shared(
         "warehouse:wh-1:write",
         "warehouse:wh-1:read",
     )
+
+
+async def test_a_fixed_warehouse_scope_is_asked_for_every_warehouse(
+    catalog: tuple[ScriptedCatalog, str],
+) -> None:
+    # As for Keycloak, which exchanges tokens only for the scopes it knows.
+    scripted, base = catalog
+    client = await client_of(base, warehouse_scope="lakekeeper")
+    try:
+        first = await client.warehouse_token("wh-1", write=True)
+        other = await client.warehouse_token("wh-2", write=False)
+    finally:
+        await client.close()
+    assert first is other
+    _own, exchange = scripted.token_forms
+    assert (exchange["grant_type"], exchange["scope"]) == (TOKEN_EXCHANGE, "lakekeeper")
+
+
+async def test_bootstrap_makes_the_registry_the_operator_and_a_repeat_is_no_error(
+    catalog: tuple[ScriptedCatalog, str],
+) -> None:
+    scripted, base = catalog
+    already = {"error": {"code": 400, "type": "CatalogAlreadyBootstrapped", "message": "done"}}
+    scripted.bootstrap_answers = [web.Response(status=204), web.json_response(already, status=400)]
+    client = await client_of(base)
+    try:
+        assert await client.bootstrap() is True
+        assert await client.bootstrap() is False
+    finally:
+        await client.close()
+    (token, body), _again = scripted.bootstraps
+    assert token == "Bearer token-1"
+    assert body["accept-terms-of-use"] is True
+    assert body["is-operator"] is True
+
+
+async def test_a_refused_bootstrap_is_a_catalog_error(
+    catalog: tuple[ScriptedCatalog, str],
+) -> None:
+    scripted, base = catalog
+    refused = {"error": {"code": 403, "type": "Forbidden", "message": "not you"}}
+    scripted.bootstrap_answers = [web.json_response(refused, status=403)]
+    client = await client_of(base)
+    try:
+        with pytest.raises(CatalogError) as error:
+            await client.bootstrap()
+    finally:
+        await client.close()
+    assert (error.value.status, error.value.error_type) == (403, "Forbidden")
 
 
 async def test_a_refused_exchange_is_permission_denied(

