@@ -38,8 +38,9 @@ class SubmitExecutionRequest(_message.Message):
     and workflow returns the existing execution.
     """
     warehouse_id: _builtins.str
-    """Warehouse to write the results into. Required; owned by the caller and
-    active.
+    """Warehouse to write the results into. Required; owned by the caller or
+    shared with it as WAREHOUSE_ROLE_WRITER, and active. Results always go
+    to this warehouse, whoever's computing unit runs the execution.
     """
     computing_unit_id: _builtins.str
     """Computing unit to run on: one the caller owns or that was shared with
@@ -161,7 +162,10 @@ class ListExecutionsRequest(_message.Message):
     page. The other request fields must stay the same across pages.
     """
     warehouse_id: _builtins.str
-    """Only executions of this warehouse. Optional."""
+    """Only executions of this warehouse. Optional. On a warehouse the caller
+    owns or holds a role on, every user's executions in it are listed; else
+    only the caller's own.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_execution_pb2.ExecutionState.ValueType]:
         """Only executions in these states. Empty means every state."""
@@ -194,7 +198,9 @@ class ListExecutionsResponse(_message.Message):
     """Token for the next page; empty on the last page."""
     @_builtins.property
     def executions(self) -> _containers.RepeatedCompositeFieldContainer[_execution_pb2.Execution]:
-        """One page of the caller's executions."""
+        """One page of executions, the caller's own unless filtered by a warehouse
+        the caller may read.
+        """
 
     def __init__(
         self,

@@ -72,10 +72,11 @@ class ExecutionServiceServicer:
 
     def SubmitExecution(self, request, context):
         """Validates the workflow, binds the execution to the named warehouse (the
-        caller must own it and it must be active) and queues it. Returns once it
-        is accepted, not when it finishes. Errors: INVALID_ARGUMENT (bad
-        workflow, naming the operator), NOT_FOUND (no such warehouse),
-        FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
+        caller must own it or hold WAREHOUSE_ROLE_WRITER on it, and it must be
+        active) and queues it. Returns once it is accepted, not when it
+        finishes. Errors: INVALID_ARGUMENT (bad workflow, naming the operator),
+        NOT_FOUND (no such warehouse), PERMISSION_DENIED (the warehouse is
+        shared with the caller as reader only), FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
         execution id is taken by a different submission).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
