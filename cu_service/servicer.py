@@ -18,7 +18,7 @@ from cu_service.manager import ExecutionManager, LocalExecution
 from cu_service.registry import RegistryClient
 from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
-from service_runtime.errors import FieldViolations, Resource, ServiceError, not_found
+from service_runtime.errors import FieldViolations, ServiceError
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import (
     execution_pb2,
@@ -67,10 +67,12 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the computing unit is still starting")
         return self._parts.registry
 
-    def _local(self, execution_id: str, owner: str) -> LocalExecution | None:
+    async def _readable(self, execution_id: str, caller: str) -> LocalExecution | None:
+        """The unit's own record of an execution caller may read: its submitter's, or a member's
+        of its warehouse (the registry checks the role, as for anyone else)."""
         local = self._manager.get(execution_id)
-        if local is not None and local.owner != owner:
-            raise not_found(Resource.EXECUTION, execution_id)
+        if local is not None and local.owner != caller:
+            await self._recorded(execution_id)  # NOT_FOUND unless caller may read it
         return local
 
     async def _recorded(self, execution_id: str) -> execution_pb2.Execution:
@@ -95,12 +97,11 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     ) -> es.GetExecutionResponse:
         caller = require_user().user_id
         _check_id(request.execution_id)
-        local = self._manager.get(request.execution_id)
-        if _unfinished(local) and local.owner == caller:
-            return es.GetExecutionResponse(execution=local.snapshot())
-        # Members of the execution's warehouse read the registry's record, which checks
-        # their role; so do others, who learn nothing there.
-        return es.GetExecutionResponse(execution=await self._recorded(request.execution_id))
+        local = await self._readable(request.execution_id, caller)
+        execution = (
+            local.snapshot() if _unfinished(local) else await self._recorded(request.execution_id)
+        )
+        return es.GetExecutionResponse(execution=execution)
 
     async def ListExecutions(
         self, request: es.ListExecutionsRequest, context: Any
@@ -118,9 +119,9 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def WatchExecution(
         self, request: es.WatchExecutionRequest, context: Any
     ) -> AsyncIterator[es.WatchExecutionResponse]:
-        owner = require_user().user_id
+        caller = require_user().user_id
         _check_id(request.execution_id)
-        local = self._local(request.execution_id, owner)
+        local = await self._readable(request.execution_id, caller)
         if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
@@ -135,11 +136,17 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def CancelExecution(
         self, request: es.CancelExecutionRequest, context: Any
     ) -> es.CancelExecutionResponse:
-        owner = require_user().user_id
+        caller = require_user().user_id
         violations = _id_violations(request.execution_id)
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
-        local = self._local(request.execution_id, owner)
+        local = await self._readable(request.execution_id, caller)
+        if local is not None and local.owner != caller:
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"only the user who submitted execution {request.execution_id} may cancel it",
+                reason="EXECUTION_SUBMITTER_ONLY",
+            )
         if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:

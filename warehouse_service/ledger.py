@@ -458,25 +458,24 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             position = self._execution_tokens.read(request.page_token, request_fingerprint)
             before = (datetime.fromisoformat(position["t"]), position["id"])
         async with self._db.connection() as connection:
-            # Filtered by a warehouse the user may read: everyone's executions in it.
-            submitter: str | None = owner
-            if request.warehouse_id and (
-                await memberships.role_on(connection, uuid.UUID(request.warehouse_id), owner)
-                >= Role.READER
-            ):
-                submitter = None
+            # Only executions of warehouses the user may read (owns or holds a role on); of
+            # those, the user's own, or everyone's when filtered by one warehouse.
             rows = await connection.fetch(
                 """
-                SELECT * FROM executions
-                WHERE ($1::text IS NULL OR owner_user_id = $1)
-                  AND ($2::uuid IS NULL OR warehouse_id = $2)
-                  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
-                  AND ($4::text IS NULL OR computing_unit_id = $4)
-                  AND ($5::timestamptz IS NULL OR (created_at, execution_id) < ($5, $6::text))
-                ORDER BY created_at DESC, execution_id DESC
+                SELECT e.* FROM executions e
+                JOIN warehouses w ON w.warehouse_id = e.warehouse_id
+                LEFT JOIN warehouse_members m
+                    ON m.warehouse_id = e.warehouse_id AND m.user_id = $1
+                WHERE (w.owner_user_id = $1 OR m.user_id IS NOT NULL)
+                  AND (e.owner_user_id = $1 OR $2::uuid IS NOT NULL)
+                  AND ($2::uuid IS NULL OR e.warehouse_id = $2)
+                  AND (cardinality($3::text[]) = 0 OR e.state = ANY($3::text[]))
+                  AND ($4::text IS NULL OR e.computing_unit_id = $4)
+                  AND ($5::timestamptz IS NULL OR (e.created_at, e.execution_id) < ($5, $6::text))
+                ORDER BY e.created_at DESC, e.execution_id DESC
                 LIMIT $7
                 """,
-                submitter,
+                owner,
                 uuid.UUID(request.warehouse_id) if request.warehouse_id else None,
                 states,
                 request.computing_unit_id or None,

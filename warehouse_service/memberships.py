@@ -7,6 +7,7 @@ decides on the grants as they are at that moment.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 import asyncpg
 
@@ -47,6 +48,34 @@ async def role_on(connection: Connection, warehouse_id: uuid.UUID, user_id: str)
     if row is None:
         return Role.NONE
     return role_of(user_id, row["owner_user_id"], row["granted_role"])
+
+
+async def visible_warehouses(
+    connection: Connection,
+    user_id: str,
+    states: list[str],
+    after: tuple[datetime | None, uuid.UUID | None],
+    limit: int,
+) -> list[asyncpg.Record]:
+    """Up to limit warehouses user_id owns or holds a role on, in one of states, created after
+    the position `after` (creation time, id), oldest first; each with granted_role."""
+    rows: list[asyncpg.Record] = await connection.fetch(
+        """
+        SELECT w.*, m.role AS granted_role FROM warehouses w
+        LEFT JOIN warehouse_members m ON m.warehouse_id = w.warehouse_id AND m.user_id = $1
+        WHERE (w.owner_user_id = $1 OR m.user_id IS NOT NULL)
+          AND w.state = ANY($2::text[])
+          AND ($3::timestamptz IS NULL OR (w.created_at, w.warehouse_id) > ($3, $4::uuid))
+        ORDER BY w.created_at, w.warehouse_id
+        LIMIT $5
+        """,
+        user_id,
+        states,
+        after[0],
+        after[1],
+        limit,
+    )
+    return rows
 
 
 async def grant(

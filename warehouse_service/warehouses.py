@@ -403,22 +403,8 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             position = self._tokens.read(request.page_token, request_fingerprint)
             after = (datetime.fromisoformat(position["t"]), uuid.UUID(position["id"]))
         async with self._db.connection() as connection:
-            rows = await connection.fetch(
-                """
-                SELECT w.*, m.role AS granted_role FROM warehouses w
-                LEFT JOIN warehouse_members m
-                    ON m.warehouse_id = w.warehouse_id AND m.user_id = $1
-                WHERE (w.owner_user_id = $1 OR m.user_id IS NOT NULL)
-                  AND w.state = ANY($2::text[])
-                  AND ($3::timestamptz IS NULL OR (w.created_at, w.warehouse_id) > ($3, $4::uuid))
-                ORDER BY w.created_at, w.warehouse_id
-                LIMIT $5
-                """,
-                caller,
-                states,
-                after[0],
-                after[1],
-                limit + 1,
+            rows = await memberships.visible_warehouses(
+                connection, caller, states, after, limit + 1
             )
         page, more = rows[:limit], len(rows) > limit
         token = ""

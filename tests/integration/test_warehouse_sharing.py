@@ -4,6 +4,8 @@ a role taken back or lowered applies to the very next call."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from tests.integration.executions import (
     share_unit,
 )
 from tests.integration.mesh import (
+    BIN,
     Metadata,
     bad_fields,
     bearer,
@@ -264,6 +267,7 @@ def _reads(person: Caller, execution_id: str) -> dict[str, Callable[[], Any]]:
         "ListRuntimeStatistics": lambda: bool(results.statistics(execution_id).statistics),
         "ListConsoleMessages": lambda: len(results.console(execution_id).messages),
         "GetExecution": lambda: person.executions.get(execution_id).state,
+        "WatchExecution": lambda: [e.state for e in person.executions.watch(execution_id, 60)],
     }
 
 
@@ -277,6 +281,7 @@ READS = [
     "ListRuntimeStatistics",
     "ListConsoleMessages",
     "GetExecution",
+    "WatchExecution",
 ]
 
 
@@ -293,17 +298,28 @@ def test_a_stranger_reads_nothing(shared: Shared, read: str) -> None:
     _hidden(error, "EXECUTION")
 
 
-def test_members_list_the_warehouses_executions(shared: Shared) -> None:
-    def listed(person: Caller) -> set[str]:
-        request = execution_service_pb2.ListExecutionsRequest(warehouse_id=shared.warehouse_id)
-        answer = person.executions.stub.ListExecutions(
-            request, metadata=person.metadata, timeout=60
-        )
-        return {e.execution_id for e in answer.executions}
+def listed(person: Caller, warehouse_id: str = "") -> set[str]:
+    """The executions person lists, of one warehouse or (without) its own."""
+    request = execution_service_pb2.ListExecutionsRequest(warehouse_id=warehouse_id)
+    answer = person.executions.stub.ListExecutions(request, metadata=person.metadata, timeout=60)
+    return {e.execution_id for e in answer.executions}
 
-    assert shared.execution_id in listed(shared.reader)
-    assert listed(shared.reader) == listed(shared.owner)
-    assert listed(shared.stranger) == set()
+
+def test_members_list_the_warehouses_executions(shared: Shared) -> None:
+    assert shared.execution_id in listed(shared.reader, shared.warehouse_id)
+    assert listed(shared.reader, shared.warehouse_id) == listed(shared.owner, shared.warehouse_id)
+    assert listed(shared.stranger, shared.warehouse_id) == set()
+
+
+@pytest.mark.parametrize("who", ["reader", "writer", "stranger"])
+def test_only_the_submitter_cancels(shared: Shared, who: str) -> None:
+    person = shared.everyone()[who]
+    error = refused(lambda: person.executions.cancel(shared.execution_id))
+    if who == "stranger":
+        _hidden(error, "EXECUTION")
+    else:
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED, error.details()
+        assert reason(error) == "EXECUTION_SUBMITTER_ONLY"
 
 
 # Owner-only methods --------------------------------------------------------------------------
@@ -445,6 +461,8 @@ def test_unsharing_applies_to_the_next_call(shared: Shared) -> None:
     owner, guest = shared.owner, shared.make("guest")
     share(owner, shared.warehouse_id, guest.user_id, WRITER)
     assert len(guest.results.all_rows(shared.execution_id, "kept")[0]) == KEPT
+    own = run(guest, shared.warehouse_id).execution_id
+    assert listed(guest) == {own}
 
     # Lowered to READER: the next submission is refused, reads go on.
     share(owner, shared.warehouse_id, guest.user_id, READER)
@@ -457,6 +475,10 @@ def test_unsharing_applies_to_the_next_call(shared: Shared) -> None:
 
     unshare(owner, shared.warehouse_id, guest.user_id)
     _hidden(refused(lambda: guest.results.get(shared.execution_id, "kept")), "EXECUTION")
+    # What the former writer wrote is the owner's: no longer the writer's to read or list.
+    _hidden(refused(lambda: guest.results.get(own, "kept")), "EXECUTION")
+    assert listed(guest) == set()
+    assert owner.results.get(own, "kept").row_count == KEPT
     _hidden(
         refused(
             lambda: guest.call(
@@ -467,3 +489,29 @@ def test_unsharing_applies_to_the_next_call(shared: Shared) -> None:
     )
     # Unsharing again is a no-op.
     unshare(owner, shared.warehouse_id, guest.user_id)
+
+
+def test_sharing_from_the_command_line(shared: Shared) -> None:
+    def cli(user_id: str, *args: str) -> str:
+        return subprocess.run(
+            [
+                str(BIN / "texera-lake"),
+                *("--state-dir", str(shared.stack.state_dir), "--user", user_id),
+                *("warehouse", *args),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+
+    owner, guest = shared.owner.user_id, f"cli-{uuid.uuid4().hex[:6]}"
+    granted = json.loads(cli(owner, "share", shared.warehouse_id, guest, "--role", "writer"))
+    assert granted["role"] == "WAREHOUSE_ROLE_WRITER"
+    assert [guest, "writer"] in [
+        line.split()[:2] for line in cli(owner, "members", shared.warehouse_id).splitlines()
+    ]
+    listed = [line.split() for line in cli(guest, "list").splitlines()]
+    assert [row[-1] for row in listed if row[0] == shared.warehouse_id] == ["writer"]
+    cli(owner, "unshare", shared.warehouse_id, guest)
+    assert shared.warehouse_id not in cli(guest, "list")

@@ -162,9 +162,9 @@ class ListExecutionsRequest(_message.Message):
     page. The other request fields must stay the same across pages.
     """
     warehouse_id: _builtins.str
-    """Only executions of this warehouse. Optional. On a warehouse the caller
-    owns or holds a role on, every user's executions in it are listed; else
-    only the caller's own.
+    """Only executions of this warehouse, every user's: the caller must own it
+    or hold a role on it, else none are listed. Optional; without it, the
+    caller's own executions in warehouses it may still read.
     """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_execution_pb2.ExecutionState.ValueType]:
@@ -198,8 +198,8 @@ class ListExecutionsResponse(_message.Message):
     """Token for the next page; empty on the last page."""
     @_builtins.property
     def executions(self) -> _containers.RepeatedCompositeFieldContainer[_execution_pb2.Execution]:
-        """One page of executions, the caller's own unless filtered by a warehouse
-        the caller may read.
+        """One page of executions: the caller's own, or every user's in the
+        warehouse filtered by.
         """
 
     def __init__(

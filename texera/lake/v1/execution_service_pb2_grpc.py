@@ -27,8 +27,9 @@ if _version_not_supported:
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def __init__(self, channel):
@@ -66,8 +67,9 @@ class ExecutionServiceStub:
 
 class ExecutionServiceServicer:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def SubmitExecution(self, request, context):
@@ -152,8 +154,9 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ExecutionService:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @staticmethod

@@ -28,8 +28,9 @@ GRPC_VERSION: str
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @_typing.overload
@@ -62,8 +63,9 @@ class ExecutionServiceStub:
 @_typing.type_check_only
 class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -92,8 +94,9 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
 
 class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @_abc_1.abstractmethod

@@ -180,7 +180,7 @@ class ListWarehousesResponse(_message.Message):
     """Token for the next page; empty on the last page."""
     @_builtins.property
     def warehouses(self) -> _containers.RepeatedCompositeFieldContainer[_warehouse_pb2.Warehouse]:
-        """One page of the caller's warehouses."""
+        """One page of the warehouses the caller owns or that were shared with it."""
 
     def __init__(
         self,
