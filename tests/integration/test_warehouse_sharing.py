@@ -515,3 +515,43 @@ def test_sharing_from_the_command_line(shared: Shared) -> None:
     assert [row[-1] for row in listed if row[0] == shared.warehouse_id] == ["writer"]
     cli(owner, "unshare", shared.warehouse_id, guest)
     assert shared.warehouse_id not in cli(guest, "list")
+
+
+def test_members_page_by_user_id(shared: Shared) -> None:
+    owner = shared.owner
+    grant = shared.stack.provision_bucket("paged")
+    warehouse_id = owner.call(
+        "CreateWarehouse", create_request(grant, name="paged")
+    ).warehouse.warehouse_id
+    users = sorted(f"member-{index}-{uuid.uuid4().hex[:4]}" for index in range(5))
+    for user_id in users:
+        share(owner, warehouse_id, user_id, READER)
+    seen, token, pages = [], "", 0
+    while True:
+        page = owner.call(
+            "ListWarehouseMembers",
+            ws.ListWarehouseMembersRequest(
+                warehouse_id=warehouse_id, page_size=2, page_token=token
+            ),
+        )
+        seen += [m.user_id for m in page.members]
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert (seen, pages) == (users, 3)
+    # A token belongs to its warehouse's listing.
+    first = owner.call(
+        "ListWarehouseMembers",
+        ws.ListWarehouseMembersRequest(warehouse_id=warehouse_id, page_size=2),
+    )
+    error = refused(
+        lambda: owner.call(
+            "ListWarehouseMembers",
+            ws.ListWarehouseMembersRequest(
+                warehouse_id=shared.warehouse_id, page_size=2, page_token=first.next_page_token
+            ),
+        )
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == {"page_token"}
