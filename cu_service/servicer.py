@@ -141,19 +141,25 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
         local = await self._readable(request.execution_id, caller)
-        if local is not None and local.owner != caller:
-            raise ServiceError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"only the user who submitted execution {request.execution_id} may cancel it",
-                reason="EXECUTION_SUBMITTER_ONLY",
-            )
         if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
+            _require_submitter(recorded, caller)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
             return es.CancelExecutionResponse(execution=recorded)
+        _require_submitter(local.execution, caller)
         execution = await self._manager.cancel(local, request.reason)
         return es.CancelExecutionResponse(execution=execution)
+
+
+def _require_submitter(execution: execution_pb2.Execution, caller: str) -> None:
+    """Members of an execution's warehouse may read it; changing it is its submitter's."""
+    if execution.owner_user_id != caller:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"only the user who submitted execution {execution.execution_id} may cancel it",
+            reason="EXECUTION_SUBMITTER_ONLY",
+        )
 
 
 def _unfinished(local: LocalExecution | None) -> TypeGuard[LocalExecution]:
