@@ -167,8 +167,10 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             existing = await self._existing_bind(connection, owner, request)
             if existing is not None:
                 return existing
+            # Binds on one unit take turns: each later marks the unit used (an UPDATE of its
+            # row), which two binds holding the row FOR SHARE would deadlock on.
             usable = await usable_unit(
-                connection, request.computing_unit_id, owner, lock="FOR SHARE"
+                connection, request.computing_unit_id, owner, lock="FOR NO KEY UPDATE"
             )
             if usable is None or usable["state"] not in USABLE_STATES:
                 raise not_found(Resource.COMPUTING_UNIT, request.computing_unit_id)
