@@ -18,7 +18,7 @@ from cu_service.manager import ExecutionManager, LocalExecution
 from cu_service.registry import RegistryClient
 from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
-from service_runtime.errors import FieldViolations, Resource, ServiceError, not_found
+from service_runtime.errors import FieldViolations, ServiceError
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import (
     execution_pb2,
@@ -67,10 +67,12 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the computing unit is still starting")
         return self._parts.registry
 
-    def _local(self, execution_id: str, owner: str) -> LocalExecution | None:
+    async def _readable(self, execution_id: str, caller: str) -> LocalExecution | None:
+        """The unit's own record of an execution caller may read: its submitter's, or a member's
+        of its warehouse (the registry checks the role, as for anyone else)."""
         local = self._manager.get(execution_id)
-        if local is not None and local.owner != owner:
-            raise not_found(Resource.EXECUTION, execution_id)
+        if local is not None and local.owner != caller:
+            await self._recorded(execution_id)  # NOT_FOUND unless caller may read it
         return local
 
     async def _recorded(self, execution_id: str) -> execution_pb2.Execution:
@@ -93,9 +95,9 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def GetExecution(
         self, request: es.GetExecutionRequest, context: Any
     ) -> es.GetExecutionResponse:
-        owner = require_user().user_id
+        caller = require_user().user_id
         _check_id(request.execution_id)
-        local = self._local(request.execution_id, owner)
+        local = await self._readable(request.execution_id, caller)
         execution = (
             local.snapshot() if _unfinished(local) else await self._recorded(request.execution_id)
         )
@@ -117,9 +119,9 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def WatchExecution(
         self, request: es.WatchExecutionRequest, context: Any
     ) -> AsyncIterator[es.WatchExecutionResponse]:
-        owner = require_user().user_id
+        caller = require_user().user_id
         _check_id(request.execution_id)
-        local = self._local(request.execution_id, owner)
+        local = await self._readable(request.execution_id, caller)
         if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
             if recorded.state not in TERMINAL:
@@ -134,18 +136,30 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def CancelExecution(
         self, request: es.CancelExecutionRequest, context: Any
     ) -> es.CancelExecutionResponse:
-        owner = require_user().user_id
+        caller = require_user().user_id
         violations = _id_violations(request.execution_id)
         violations.check(len(request.reason) <= 1000, "reason", "must be at most 1000 characters")
         violations.raise_if_any()
-        local = self._local(request.execution_id, owner)
+        local = await self._readable(request.execution_id, caller)
         if not _unfinished(local):
             recorded = await self._recorded(request.execution_id)
+            _require_submitter(recorded, caller)
             if recorded.state not in TERMINAL:
                 raise self._elsewhere(recorded)
             return es.CancelExecutionResponse(execution=recorded)
+        _require_submitter(local.execution, caller)
         execution = await self._manager.cancel(local, request.reason)
         return es.CancelExecutionResponse(execution=execution)
+
+
+def _require_submitter(execution: execution_pb2.Execution, caller: str) -> None:
+    """Members of an execution's warehouse may read it; changing it is its submitter's."""
+    if execution.owner_user_id != caller:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"only the user who submitted execution {execution.execution_id} may cancel it",
+            reason="EXECUTION_SUBMITTER_ONLY",
+        )
 
 
 def _unfinished(local: LocalExecution | None) -> TypeGuard[LocalExecution]:

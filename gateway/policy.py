@@ -1,7 +1,8 @@
 """Which public calls the gateway may repeat after UNAVAILABLE without changing their effect.
 
 Reads may always be repeated, and so may archive and restore (moving to the
-state a warehouse is in is a no-op). A create, rotation or submission may when
+state a warehouse is in is a no-op), sharing and unsharing (granting a role held, or
+taking back one not held, is a no-op). A create, rotation or submission may when
 the caller made it idempotent with a request_id (or, for a submission, chose the
 execution id), a delete when it allows the resource to be missing (AIP-135):
 otherwise a repeat after a lost answer would report NOT_FOUND for what
@@ -29,6 +30,9 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "ArchiveWarehouse": Repeat.ALWAYS,
         "RestoreWarehouse": Repeat.ALWAYS,
         "DeleteWarehouse": Repeat.WHEN_IDEMPOTENT,
+        "ShareWarehouse": Repeat.ALWAYS,
+        "UnshareWarehouse": Repeat.ALWAYS,
+        "ListWarehouseMembers": Repeat.ALWAYS,
     },
     "texera.lake.v1.ComputingUnitService": {
         "CreateComputingUnit": Repeat.WHEN_IDEMPOTENT,

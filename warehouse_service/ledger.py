@@ -2,9 +2,10 @@
 
 A computing unit calls with its own credential (its subject is the unit's id):
 it binds executions for the user it serves (named in ``x-texera-on-behalf-of``,
-who must be allowed to use the unit and own the warehouse), reports their
-states, registers and heartbeats, each only for itself and its own executions.
-Users' tokens are refused by every internal method.
+who must be allowed to use the unit and own the warehouse or hold WRITER on it),
+reports their states, registers and heartbeats, each only for itself and its
+own executions. Users read executions of warehouses they hold READER or more on
+(see permissions).
 
 Every CatalogBinding answered carries a catalog token for its one warehouse,
 exchanged for the registry's own: read and write for a computing unit acting
@@ -34,9 +35,10 @@ from service_runtime.errors import (
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
-from warehouse_service import records
+from warehouse_service import memberships, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.permissions import Role
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
@@ -64,14 +66,18 @@ def _already_bound(execution_id: str) -> ServiceError:
     )
 
 
-def _readable_by(identity: Identity, row: asyncpg.Record) -> bool:
-    """Whether the caller may see a row: the gateway sees all, users their own, a computing
-    unit acting as itself the executions bound to it."""
+async def _execution_readable(
+    connection: Connection, identity: Identity, row: asyncpg.Record
+) -> bool:
+    """Whether the caller may see an execution: the gateway sees all, users those of
+    warehouses they hold READER or more on, a computing unit acting as itself the executions
+    bound to it."""
     if identity.is_service:
         return True
     if identity.is_unit:
-        return bool(row.get("computing_unit_id") == identity.user_id)
-    return bool(row["owner_user_id"] == identity.user_id)
+        return bool(row["computing_unit_id"] == identity.user_id)
+    role = await memberships.role_on(connection, row["warehouse_id"], identity.user_id)
+    return role >= Role.READER
 
 
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
@@ -161,18 +167,16 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             existing = await self._existing_bind(connection, owner, request)
             if existing is not None:
                 return existing
+            # Binds on one unit take turns: each later marks the unit used (an UPDATE of its
+            # row), which two binds holding the row FOR SHARE would deadlock on.
             usable = await usable_unit(
-                connection, request.computing_unit_id, owner, lock="FOR SHARE"
+                connection, request.computing_unit_id, owner, lock="FOR NO KEY UPDATE"
             )
             if usable is None or usable["state"] not in USABLE_STATES:
                 raise not_found(Resource.COMPUTING_UNIT, request.computing_unit_id)
-            warehouse = await connection.fetchrow(
-                "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2 FOR SHARE",
-                uuid.UUID(request.warehouse_id),
-                owner,
+            warehouse, _ = await memberships.warehouse_as(
+                connection, request.warehouse_id, owner, Role.WRITER, lock=True
             )
-            if warehouse is None:
-                raise not_found(Resource.WAREHOUSE, request.warehouse_id)
             if warehouse["state"] != "ACTIVE":
                 raise failed_precondition(
                     f"warehouse {request.warehouse_id} is {warehouse['state'].lower()} and accepts no executions",
@@ -375,7 +379,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
             )
-            if row is None or not _readable_by(identity, row):
+            if row is None or not await _execution_readable(connection, identity, row):
                 raise not_found(Resource.EXECUTION, request.execution_id)
             warehouse = present(
                 await connection.fetchrow(
@@ -398,11 +402,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         violations.raise_if_any()
         identity = current_identity()
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(request.warehouse_id)
-            )
-            readable = row is not None and await self._warehouse_readable(connection, identity, row)
-        if row is None or not readable or row["state"] in _UNREADABLE:
+            row = await self._resolvable(connection, identity, request.warehouse_id)
+        if row["state"] in _UNREADABLE:
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         # Only a computing unit, writing for the user it serves, gets a token that may write.
         return registry_service_pb2.ResolveWarehouseResponse(
@@ -410,21 +411,27 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
 
     @staticmethod
-    async def _warehouse_readable(
-        connection: Connection, identity: Identity, warehouse: asyncpg.Record
-    ) -> bool:
-        """Services see every warehouse, users their own, units those their unfinished
-        executions write into."""
-        if identity.is_unit:
-            return bool(
-                await connection.fetchval(
-                    "SELECT EXISTS (SELECT 1 FROM executions WHERE computing_unit_id = $1 "
-                    "AND warehouse_id = $2 AND state IN ('QUEUED', 'RUNNING'))",
-                    identity.user_id,
-                    warehouse["warehouse_id"],
-                )
+    async def _resolvable(
+        connection: Connection, identity: Identity, warehouse_id: str
+    ) -> asyncpg.Record:
+        """The warehouse, if the caller may reach it: services every one; a user one it holds
+        READER or more on, and WRITER or more through a computing unit (which gets a token that
+        may write); a unit acting as itself those its unfinished executions write into."""
+        if identity.is_user:
+            needed = Role.WRITER if identity.via is not None else Role.READER
+            shared, _ = await memberships.warehouse_as(
+                connection, warehouse_id, identity.user_id, needed
             )
-        return identity.is_service or warehouse["owner_user_id"] == identity.user_id
+            return shared
+        row = await connection.fetchrow(
+            "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(warehouse_id)
+        )
+        if row is None or not (
+            identity.is_service
+            or (identity.is_unit and await _writes_into(connection, identity.user_id, row))
+        ):
+            raise not_found(Resource.WAREHOUSE, warehouse_id)
+        return row
 
     async def ListExecutionRecords(
         self, request: registry_service_pb2.ListExecutionRecordsRequest, context: Any
@@ -453,15 +460,21 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             position = self._execution_tokens.read(request.page_token, request_fingerprint)
             before = (datetime.fromisoformat(position["t"]), position["id"])
         async with self._db.connection() as connection:
+            # Only executions of warehouses the user may read (owns or holds a role on); of
+            # those, the user's own, or everyone's when filtered by one warehouse.
             rows = await connection.fetch(
                 """
-                SELECT * FROM executions
-                WHERE owner_user_id = $1
-                  AND ($2::uuid IS NULL OR warehouse_id = $2)
-                  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
-                  AND ($4::text IS NULL OR computing_unit_id = $4)
-                  AND ($5::timestamptz IS NULL OR (created_at, execution_id) < ($5, $6::text))
-                ORDER BY created_at DESC, execution_id DESC
+                SELECT e.* FROM executions e
+                JOIN warehouses w ON w.warehouse_id = e.warehouse_id
+                LEFT JOIN warehouse_members m
+                    ON m.warehouse_id = e.warehouse_id AND m.user_id = $1
+                WHERE (w.owner_user_id = $1 OR m.user_id IS NOT NULL)
+                  AND (e.owner_user_id = $1 OR $2::uuid IS NOT NULL)
+                  AND ($2::uuid IS NULL OR e.warehouse_id = $2)
+                  AND (cardinality($3::text[]) = 0 OR e.state = ANY($3::text[]))
+                  AND ($4::text IS NULL OR e.computing_unit_id = $4)
+                  AND ($5::timestamptz IS NULL OR (e.created_at, e.execution_id) < ($5, $6::text))
+                ORDER BY e.created_at DESC, e.execution_id DESC
                 LIMIT $7
                 """,
                 owner,
@@ -619,6 +632,18 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         return registry_service_pb2.AcquireComputingUnitResponse(
             registration=records.registration(registration)
         )
+
+
+async def _writes_into(connection: Connection, unit_id: str, warehouse: asyncpg.Record) -> bool:
+    """Whether unfinished executions of the unit write into the warehouse."""
+    return bool(
+        await connection.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM executions WHERE computing_unit_id = $1 "
+            "AND warehouse_id = $2 AND state IN ('QUEUED', 'RUNNING'))",
+            unit_id,
+            warehouse["warehouse_id"],
+        )
+    )
 
 
 async def _touch(connection: Connection, unit_id: str) -> None:

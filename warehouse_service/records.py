@@ -14,6 +14,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import computing_unit_service_pb2, execution_pb2, warehouse_pb2
 from warehouse_service.catalog_oauth import AccessToken
+from warehouse_service.permissions import Role
 
 Row = asyncpg.Record
 
@@ -56,7 +57,9 @@ def timestamp(moment: datetime | None) -> Timestamp | None:
     return stamp
 
 
-def warehouse(row: Row) -> warehouse_pb2.Warehouse:
+def warehouse(row: Row, caller_role: Role) -> warehouse_pb2.Warehouse:
+    """A warehouse as the API shows it to a caller with caller_role on it (never a secret:
+    none is kept)."""
     return warehouse_pb2.Warehouse(
         warehouse_id=str(row["warehouse_id"]),
         display_name=row["display_name"],
@@ -77,6 +80,16 @@ def warehouse(row: Row) -> warehouse_pb2.Warehouse:
         credential_version=row["credential_version"],
         create_time=timestamp(row["created_at"]),
         update_time=timestamp(row["updated_at"]),
+        caller_role=caller_role.proto,
+    )
+
+
+def member(row: Row) -> warehouse_pb2.WarehouseMember:
+    return warehouse_pb2.WarehouseMember(
+        user_id=row["user_id"],
+        role=Role[row["role"]].proto,
+        granted_by_user_id=row["granted_by_user_id"],
+        grant_time=timestamp(row["granted_at"]),
     )
 
 

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 from service_runtime.errors import FieldViolations
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import warehouse_pb2
+from warehouse_service.permissions import GRANTABLE
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z0-9-]{1,32}$")
@@ -153,3 +154,15 @@ def check_user_id(violations: FieldViolations, value: str, field: str) -> None:
         violations.add(field, "must be 1 to 128 characters long")
     elif _CONTROL.search(value):
         violations.add(field, "must not contain control characters")
+
+
+def check_member(
+    violations: FieldViolations, member: warehouse_pb2.WarehouseMember, field: str
+) -> None:
+    """A grant as ShareWarehouse takes it: a user and a role an owner may grant."""
+    check_user_id(violations, member.user_id, f"{field}.user_id")
+    violations.check(
+        member.role in GRANTABLE,
+        f"{field}.role",
+        "must be WAREHOUSE_ROLE_READER or WAREHOUSE_ROLE_WRITER",
+    )

@@ -1,4 +1,5 @@
-"""WarehouseService: the caller's warehouses, created in and deleted from the catalog.
+"""WarehouseService: the caller's warehouses, created in and deleted from the catalog, and
+shared with other users (see permissions for who may do what).
 
 Credentials pass through to the catalog and are dropped; the database keeps
 the catalog's warehouse id and non-secret metadata only. The catalog call
@@ -33,14 +34,17 @@ from service_runtime.errors import (
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
-from warehouse_service import catalog_purge, records
+from warehouse_service import catalog_purge, memberships, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database, present
+from warehouse_service.permissions import GRANTABLE, Role, role_of
 from warehouse_service.validation import (
     check_credentials,
     check_display_name,
+    check_member,
     check_request_id,
     check_storage,
+    check_user_id,
     check_uuid,
 )
 
@@ -166,6 +170,15 @@ def _require_state(row: asyncpg.Record, state: str) -> None:
         )
 
 
+def _require_not_deleted(row: asyncpg.Record) -> None:
+    if row["state"] in ("DELETING", "DELETED"):
+        raise ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "the warehouse is being deleted",
+            reason="WAREHOUSE_DELETED",
+        )
+
+
 def catalog_unavailable(exc: CatalogUnavailable) -> ServiceError:
     return ServiceError(
         grpc.StatusCode.UNAVAILABLE,
@@ -199,22 +212,21 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self._guard = endpoint_guard or EndpointGuard()
         self._catalog = catalog
         self._tokens = PageTokens(page_token_key, "warehouses")
+        self._member_tokens = PageTokens(page_token_key, "warehouse-members")
         self._delete_wait = delete_wait_seconds
 
-    async def _owned(
-        self, owner: str, warehouse_id: str, field: str = "warehouse_id"
-    ) -> asyncpg.Record:
+    async def _as_user(
+        self, user: str, warehouse_id: str, needed: Role
+    ) -> tuple[asyncpg.Record, Role]:
+        """The warehouse and the user's role on it, if that allows `needed`."""
         violations = FieldViolations()
-        check_uuid(violations, warehouse_id, field)
+        check_uuid(violations, warehouse_id, "warehouse_id")
         violations.raise_if_any()
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                "SELECT * FROM warehouses WHERE warehouse_id = $1 AND owner_user_id = $2",
-                uuid.UUID(warehouse_id),
-                owner,
-            )
-        if row is None:
-            raise not_found(Resource.WAREHOUSE, warehouse_id)
+            return await memberships.warehouse_as(connection, warehouse_id, user, needed)
+
+    async def _owned(self, owner: str, warehouse_id: str) -> asyncpg.Record:
+        row, _ = await self._as_user(owner, warehouse_id, Role.OWNER)
         return row
 
     async def CreateWarehouse(
@@ -250,7 +262,9 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             "warehouse created",
             extra={"warehouse_id": warehouse_id, "catalog_warehouse_id": catalog_id},
         )
-        return warehouse_service_pb2.CreateWarehouseResponse(warehouse=records.warehouse(row))
+        return warehouse_service_pb2.CreateWarehouseResponse(
+            warehouse=records.warehouse(row, Role.OWNER)
+        )
 
     async def _check_endpoint(self, endpoint: str) -> None:
         """Refuses a storage endpoint that points inside the platform (names are resolved)."""
@@ -282,7 +296,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             raise invalid_argument(
                 [FieldViolation("request_id", "was already used for a different warehouse")]
             )
-        return records.warehouse(row)
+        return records.warehouse(row, Role.OWNER)
 
     async def _create_in_catalog(
         self, name: str, request: warehouse_service_pb2.CreateWarehouseRequest
@@ -366,13 +380,13 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def GetWarehouse(
         self, request: warehouse_service_pb2.GetWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.GetWarehouseResponse:
-        row = await self._owned(require_user().user_id, request.warehouse_id)
-        return warehouse_service_pb2.GetWarehouseResponse(warehouse=records.warehouse(row))
+        row, role = await self._as_user(require_user().user_id, request.warehouse_id, Role.READER)
+        return warehouse_service_pb2.GetWarehouseResponse(warehouse=records.warehouse(row, role))
 
     async def ListWarehouses(
         self, request: warehouse_service_pb2.ListWarehousesRequest, context: Any
     ) -> warehouse_service_pb2.ListWarehousesResponse:
-        owner = require_user().user_id
+        caller = require_user().user_id
         limit = page_size(request.page_size, default=50, maximum=500)
         violations = FieldViolations()
         for state in request.states:
@@ -383,25 +397,14 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             )
         violations.raise_if_any()
         states = sorted(_state_names(request.states) or ["ACTIVE", "ARCHIVED", "DELETING"])
-        request_fingerprint = fingerprint(owner, states)
+        request_fingerprint = fingerprint(caller, states)
         after: tuple[datetime | None, uuid.UUID | None] = (None, None)
         if request.page_token:
             position = self._tokens.read(request.page_token, request_fingerprint)
             after = (datetime.fromisoformat(position["t"]), uuid.UUID(position["id"]))
         async with self._db.connection() as connection:
-            rows = await connection.fetch(
-                """
-                SELECT * FROM warehouses
-                WHERE owner_user_id = $1 AND state = ANY($2::text[])
-                  AND ($3::timestamptz IS NULL OR (created_at, warehouse_id) > ($3, $4::uuid))
-                ORDER BY created_at, warehouse_id
-                LIMIT $5
-                """,
-                owner,
-                states,
-                after[0],
-                after[1],
-                limit + 1,
+            rows = await memberships.visible_warehouses(
+                connection, caller, states, after, limit + 1
             )
         page, more = rows[:limit], len(rows) > limit
         token = ""
@@ -412,7 +415,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 request_fingerprint,
             )
         return warehouse_service_pb2.ListWarehousesResponse(
-            warehouses=[records.warehouse(row) for row in page], next_page_token=token
+            warehouses=[
+                records.warehouse(row, role_of(caller, row["owner_user_id"], row["granted_role"]))
+                for row in page
+            ],
+            next_page_token=token,
         )
 
     async def RotateWarehouseCredentials(
@@ -425,12 +432,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
         row = await self._owned(owner, request.warehouse_id)
-        if row["state"] in ("DELETING", "DELETED"):
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "the warehouse is being deleted",
-                reason="WAREHOUSE_DELETED",
-            )
+        _require_not_deleted(row)
         await self._check_endpoint(row["endpoint"])
         request_id = request.request_id.lower() or str(uuid.uuid4())
         async with self._db.connection() as connection:
@@ -453,7 +455,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             row = await self._owned(owner, request.warehouse_id)
         log.info("credentials rotated", extra={"warehouse_id": request.warehouse_id})
         return warehouse_service_pb2.RotateWarehouseCredentialsResponse(
-            warehouse=records.warehouse(row)
+            warehouse=records.warehouse(row, Role.OWNER)
         )
 
     async def _record_rotation(self, warehouse_id: uuid.UUID, request_id: str) -> asyncpg.Record:
@@ -522,13 +524,17 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         The catalog's warehouse stays active: Lakekeeper answers no client call on an inactive
         warehouse, reads included."""
         row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
-        return warehouse_service_pb2.ArchiveWarehouseResponse(warehouse=records.warehouse(row))
+        return warehouse_service_pb2.ArchiveWarehouseResponse(
+            warehouse=records.warehouse(row, Role.OWNER)
+        )
 
     async def RestoreWarehouse(
         self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.RestoreWarehouseResponse:
         row = await self._move(request.warehouse_id, "ARCHIVED", "ACTIVE")
-        return warehouse_service_pb2.RestoreWarehouseResponse(warehouse=records.warehouse(row))
+        return warehouse_service_pb2.RestoreWarehouseResponse(
+            warehouse=records.warehouse(row, Role.OWNER)
+        )
 
     async def DeleteWarehouse(
         self, request: warehouse_service_pb2.DeleteWarehouseRequest, context: Any
@@ -543,7 +549,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         if row["state"] == "DELETED":
             if request.allow_missing:
                 return warehouse_service_pb2.DeleteWarehouseResponse(
-                    warehouse=records.warehouse(row)
+                    warehouse=records.warehouse(row, Role.OWNER)
                 )
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         try:
@@ -575,7 +581,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             extra={"warehouse_id": request.warehouse_id, "purge": request.purge},
         )
         return warehouse_service_pb2.DeleteWarehouseResponse(
-            warehouse=records.warehouse(present(deleted))
+            warehouse=records.warehouse(present(deleted), Role.OWNER)
         )
 
     async def _stop_writes(
@@ -606,3 +612,75 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 list(sources),
             )
             return moved
+
+    # Sharing --------------------------------------------------------------------------
+
+    async def ShareWarehouse(
+        self, request: warehouse_service_pb2.ShareWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.ShareWarehouseResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        check_uuid(violations, request.warehouse_id, "warehouse_id")
+        check_member(violations, request.member, "member")
+        violations.raise_if_any()
+        row = await self._owned(owner, request.warehouse_id)
+        if request.member.user_id == row["owner_user_id"]:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "member.user_id", "is the warehouse's owner, who holds every right"
+                    )
+                ]
+            )
+        _require_not_deleted(row)
+        role = GRANTABLE[request.member.role]
+        async with self._db.connection() as connection:
+            granted = await memberships.grant(
+                connection, row["warehouse_id"], request.member.user_id, role, owner
+            )
+        log.info(
+            "warehouse shared",
+            extra={
+                "warehouse_id": request.warehouse_id,
+                "other_user_id": request.member.user_id,
+                "role": role.name,
+            },
+        )
+        return warehouse_service_pb2.ShareWarehouseResponse(member=records.member(granted))
+
+    async def UnshareWarehouse(
+        self, request: warehouse_service_pb2.UnshareWarehouseRequest, context: Any
+    ) -> warehouse_service_pb2.UnshareWarehouseResponse:
+        owner = require_user().user_id
+        violations = FieldViolations()
+        check_uuid(violations, request.warehouse_id, "warehouse_id")
+        check_user_id(violations, request.user_id, "user_id")
+        violations.raise_if_any()
+        row = await self._owned(owner, request.warehouse_id)
+        async with self._db.connection() as connection:
+            await memberships.revoke(connection, row["warehouse_id"], request.user_id)
+        log.info(
+            "warehouse unshared",
+            extra={"warehouse_id": request.warehouse_id, "other_user_id": request.user_id},
+        )
+        return warehouse_service_pb2.UnshareWarehouseResponse()
+
+    async def ListWarehouseMembers(
+        self, request: warehouse_service_pb2.ListWarehouseMembersRequest, context: Any
+    ) -> warehouse_service_pb2.ListWarehouseMembersResponse:
+        owner = require_user().user_id
+        limit = page_size(request.page_size, default=50, maximum=500)
+        row = await self._owned(owner, request.warehouse_id)
+        request_fingerprint = fingerprint(owner, request.warehouse_id.lower())
+        after = ""
+        if request.page_token:
+            after = self._member_tokens.read(request.page_token, request_fingerprint)["user"]
+        async with self._db.connection() as connection:
+            rows = await memberships.members(connection, row["warehouse_id"], after, limit + 1)
+        page = rows[:limit]
+        token = ""
+        if len(rows) > limit:
+            token = self._member_tokens.issue({"user": page[-1]["user_id"]}, request_fingerprint)
+        return warehouse_service_pb2.ListWarehouseMembersResponse(
+            members=[records.member(member) for member in page], next_page_token=token
+        )

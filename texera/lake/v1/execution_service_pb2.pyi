@@ -38,8 +38,9 @@ class SubmitExecutionRequest(_message.Message):
     and workflow returns the existing execution.
     """
     warehouse_id: _builtins.str
-    """Warehouse to write the results into. Required; owned by the caller and
-    active.
+    """Warehouse to write the results into. Required; owned by the caller or
+    shared with it as WAREHOUSE_ROLE_WRITER, and active. Results always go
+    to this warehouse, whoever's computing unit runs the execution.
     """
     computing_unit_id: _builtins.str
     """Computing unit to run on: one the caller owns or that was shared with
@@ -161,7 +162,10 @@ class ListExecutionsRequest(_message.Message):
     page. The other request fields must stay the same across pages.
     """
     warehouse_id: _builtins.str
-    """Only executions of this warehouse. Optional."""
+    """Only executions of this warehouse, every user's: the caller must own it
+    or hold a role on it, else none are listed. Optional; without it, the
+    caller's own executions in warehouses it may still read.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_execution_pb2.ExecutionState.ValueType]:
         """Only executions in these states. Empty means every state."""
@@ -194,7 +198,9 @@ class ListExecutionsResponse(_message.Message):
     """Token for the next page; empty on the last page."""
     @_builtins.property
     def executions(self) -> _containers.RepeatedCompositeFieldContainer[_execution_pb2.Execution]:
-        """One page of the caller's executions."""
+        """One page of executions: the caller's own, or every user's in the
+        warehouse filtered by.
+        """
 
     def __init__(
         self,

@@ -27,8 +27,9 @@ if _version_not_supported:
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def __init__(self, channel):
@@ -66,16 +67,18 @@ class ExecutionServiceStub:
 
 class ExecutionServiceServicer:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def SubmitExecution(self, request, context):
         """Validates the workflow, binds the execution to the named warehouse (the
-        caller must own it and it must be active) and queues it. Returns once it
-        is accepted, not when it finishes. Errors: INVALID_ARGUMENT (bad
-        workflow, naming the operator), NOT_FOUND (no such warehouse),
-        FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
+        caller must own it or hold WAREHOUSE_ROLE_WRITER on it, and it must be
+        active) and queues it. Returns once it is accepted, not when it
+        finishes. Errors: INVALID_ARGUMENT (bad workflow, naming the operator),
+        NOT_FOUND (no such warehouse), PERMISSION_DENIED (the warehouse is
+        shared with the caller as reader only), FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
         execution id is taken by a different submission).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -151,8 +154,9 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ExecutionService:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @staticmethod

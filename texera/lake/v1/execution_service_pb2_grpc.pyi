@@ -28,8 +28,9 @@ GRPC_VERSION: str
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @_typing.overload
@@ -38,10 +39,11 @@ class ExecutionServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ExecutionServiceAsyncStub: ...
     SubmitExecution: _grpc.UnaryUnaryMultiCallable[_execution_service_pb2.SubmitExecutionRequest, _execution_service_pb2.SubmitExecutionResponse]
     """Validates the workflow, binds the execution to the named warehouse (the
-    caller must own it and it must be active) and queues it. Returns once it
-    is accepted, not when it finishes. Errors: INVALID_ARGUMENT (bad
-    workflow, naming the operator), NOT_FOUND (no such warehouse),
-    FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
+    caller must own it or hold WAREHOUSE_ROLE_WRITER on it, and it must be
+    active) and queues it. Returns once it is accepted, not when it
+    finishes. Errors: INVALID_ARGUMENT (bad workflow, naming the operator),
+    NOT_FOUND (no such warehouse), PERMISSION_DENIED (the warehouse is
+    shared with the caller as reader only), FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
     execution id is taken by a different submission).
     """
     GetExecution: _grpc.UnaryUnaryMultiCallable[_execution_service_pb2.GetExecutionRequest, _execution_service_pb2.GetExecutionResponse]
@@ -61,17 +63,19 @@ class ExecutionServiceStub:
 @_typing.type_check_only
 class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     SubmitExecution: _aio.UnaryUnaryMultiCallable[_execution_service_pb2.SubmitExecutionRequest, _execution_service_pb2.SubmitExecutionResponse]  # type: ignore[assignment]
     """Validates the workflow, binds the execution to the named warehouse (the
-    caller must own it and it must be active) and queues it. Returns once it
-    is accepted, not when it finishes. Errors: INVALID_ARGUMENT (bad
-    workflow, naming the operator), NOT_FOUND (no such warehouse),
-    FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
+    caller must own it or hold WAREHOUSE_ROLE_WRITER on it, and it must be
+    active) and queues it. Returns once it is accepted, not when it
+    finishes. Errors: INVALID_ARGUMENT (bad workflow, naming the operator),
+    NOT_FOUND (no such warehouse), PERMISSION_DENIED (the warehouse is
+    shared with the caller as reader only), FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
     execution id is taken by a different submission).
     """
     GetExecution: _aio.UnaryUnaryMultiCallable[_execution_service_pb2.GetExecutionRequest, _execution_service_pb2.GetExecutionResponse]  # type: ignore[assignment]
@@ -90,8 +94,9 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
 
 class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: another user's
-    execution answers NOT_FOUND.
+    the right unit. Every method is scoped to the caller: an execution in a
+    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
+    Cancelling is the submitter's.
     """
 
     @_abc_1.abstractmethod
@@ -101,10 +106,11 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_service_pb2.SubmitExecutionResponse, _abc.Awaitable[_execution_service_pb2.SubmitExecutionResponse]]:
         """Validates the workflow, binds the execution to the named warehouse (the
-        caller must own it and it must be active) and queues it. Returns once it
-        is accepted, not when it finishes. Errors: INVALID_ARGUMENT (bad
-        workflow, naming the operator), NOT_FOUND (no such warehouse),
-        FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
+        caller must own it or hold WAREHOUSE_ROLE_WRITER on it, and it must be
+        active) and queues it. Returns once it is accepted, not when it
+        finishes. Errors: INVALID_ARGUMENT (bad workflow, naming the operator),
+        NOT_FOUND (no such warehouse), PERMISSION_DENIED (the warehouse is
+        shared with the caller as reader only), FAILED_PRECONDITION (warehouse archived or deleted), ALREADY_EXISTS (the
         execution id is taken by a different submission).
         """
 

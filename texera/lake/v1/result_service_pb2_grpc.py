@@ -28,9 +28,10 @@ if _version_not_supported:
 class ResultServiceStub:
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while
@@ -83,9 +84,10 @@ class ResultServiceStub:
 class ResultServiceServicer:
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while
@@ -194,9 +196,10 @@ def add_ResultServiceServicer_to_server(servicer, server):
 class ResultService:
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while

@@ -29,9 +29,10 @@ GRPC_VERSION: str
 class ResultServiceStub:
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while
@@ -68,9 +69,10 @@ class ResultServiceStub:
 class ResultServiceAsyncStub(ResultServiceStub):
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while
@@ -103,9 +105,10 @@ class ResultServiceAsyncStub(ResultServiceStub):
 class ResultServiceServicer(metaclass=_abc_1.ABCMeta):
     """Reads what executions wrote: results, their snapshots, runtime statistics
     and console messages. Every method resolves the execution to its warehouse
-    first and is scoped to the caller: another user's execution, or one whose
-    warehouse was deleted, answers NOT_FOUND. Results of an archived warehouse
-    stay readable.
+    first and is scoped to the caller, who must own that warehouse or hold a
+    role on it (WAREHOUSE_ROLE_READER or more): any other execution, or one
+    whose warehouse was deleted, answers NOT_FOUND. Results of an archived
+    warehouse stay readable.
 
     Page tokens are opaque and tamper-evident. A token pins the snapshot its
     first page read, so a chain of pages neither repeats nor skips rows while

@@ -18,6 +18,42 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _WarehouseRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WarehouseRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WarehouseRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WAREHOUSE_ROLE_UNSPECIFIED: _WarehouseRole.ValueType  # 0
+    """Not set; never granted."""
+    WAREHOUSE_ROLE_READER: _WarehouseRole.ValueType  # 1
+    """May see the warehouse and read the results, snapshots, statistics and
+    console messages of every execution in it.
+    """
+    WAREHOUSE_ROLE_WRITER: _WarehouseRole.ValueType  # 2
+    """May also run executions that write into the warehouse."""
+    WAREHOUSE_ROLE_OWNER: _WarehouseRole.ValueType  # 3
+    """The warehouse's owner: may also share, archive, restore, rotate and
+    delete it. Shown, never granted.
+    """
+
+class WarehouseRole(_WarehouseRole, metaclass=_WarehouseRoleEnumTypeWrapper):
+    """What a user may do with a warehouse. Each role includes those before it."""
+
+WAREHOUSE_ROLE_UNSPECIFIED: WarehouseRole.ValueType  # 0
+"""Not set; never granted."""
+WAREHOUSE_ROLE_READER: WarehouseRole.ValueType  # 1
+"""May see the warehouse and read the results, snapshots, statistics and
+console messages of every execution in it.
+"""
+WAREHOUSE_ROLE_WRITER: WarehouseRole.ValueType  # 2
+"""May also run executions that write into the warehouse."""
+WAREHOUSE_ROLE_OWNER: WarehouseRole.ValueType  # 3
+"""The warehouse's owner: may also share, archive, restore, rotate and
+delete it. Shown, never granted.
+"""
+Global___WarehouseRole: _TypeAlias = WarehouseRole  # noqa: Y015
+
 class _WarehouseState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -94,6 +130,7 @@ class Warehouse(_message.Message):
     CREDENTIAL_VERSION_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    CALLER_ROLE_FIELD_NUMBER: _builtins.int
     warehouse_id: _builtins.str
     """Identifier assigned by the registry when the warehouse is created (a
     lowercase UUID). Output only.
@@ -117,6 +154,11 @@ class Warehouse(_message.Message):
     credential_version: _builtins.int
     """Starts at 1 and grows by one with every credential rotation; readers and
     computing units rebuild their catalog client when it changes. Output only.
+    """
+    caller_role: Global___WarehouseRole.ValueType
+    """What the caller may do with the warehouse: WAREHOUSE_ROLE_OWNER on its
+    own warehouses, the role granted on warehouses shared with it. Output
+    only.
     """
     @_builtins.property
     def storage(self) -> Global___S3StorageProfile:
@@ -145,14 +187,55 @@ class Warehouse(_message.Message):
         credential_version: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        caller_role: Global___WarehouseRole.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "storage", b"storage", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catalog_warehouse_id", b"catalog_warehouse_id", "catalog_warehouse_name", b"catalog_warehouse_name", "create_time", b"create_time", "credential_version", b"credential_version", "display_name", b"display_name", "owner_user_id", b"owner_user_id", "state", b"state", "storage", b"storage", "update_time", b"update_time", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller_role", b"caller_role", "catalog_warehouse_id", b"catalog_warehouse_id", "catalog_warehouse_name", b"catalog_warehouse_name", "create_time", b"create_time", "credential_version", b"credential_version", "display_name", b"display_name", "owner_user_id", b"owner_user_id", "state", b"state", "storage", b"storage", "update_time", b"update_time", "warehouse_id", b"warehouse_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Warehouse: _TypeAlias = Warehouse  # noqa: Y015
+
+@_typing.final
+class WarehouseMember(_message.Message):
+    """A user the owner shared a warehouse with, and the role granted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    GRANTED_BY_USER_ID_FIELD_NUMBER: _builtins.int
+    GRANT_TIME_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The user granted the role. Required on share; 1 to 128 characters, not
+    the owner.
+    """
+    role: Global___WarehouseRole.ValueType
+    """The role: WAREHOUSE_ROLE_READER or WAREHOUSE_ROLE_WRITER. Required on
+    share.
+    """
+    granted_by_user_id: _builtins.str
+    """The user who granted the role (the owner). Output only."""
+    @_builtins.property
+    def grant_time(self) -> _timestamp_pb2.Timestamp:
+        """When the role was last granted or changed. Output only."""
+
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        role: Global___WarehouseRole.ValueType = ...,
+        granted_by_user_id: _builtins.str = ...,
+        grant_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant_time", b"grant_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant_time", b"grant_time", "granted_by_user_id", b"granted_by_user_id", "role", b"role", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WarehouseMember: _TypeAlias = WarehouseMember  # noqa: Y015
 
 @_typing.final
 class S3StorageProfile(_message.Message):

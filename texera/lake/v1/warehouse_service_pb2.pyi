@@ -180,7 +180,7 @@ class ListWarehousesResponse(_message.Message):
     """Token for the next page; empty on the last page."""
     @_builtins.property
     def warehouses(self) -> _containers.RepeatedCompositeFieldContainer[_warehouse_pb2.Warehouse]:
-        """One page of the caller's warehouses."""
+        """One page of the warehouses the caller owns or that were shared with it."""
 
     def __init__(
         self,
@@ -408,3 +408,160 @@ class DeleteWarehouseResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteWarehouseResponse: _TypeAlias = DeleteWarehouseResponse  # noqa: Y015
+
+@_typing.final
+class ShareWarehouseRequest(_message.Message):
+    """Request of WarehouseService.ShareWarehouse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WAREHOUSE_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_FIELD_NUMBER: _builtins.int
+    warehouse_id: _builtins.str
+    """Identifier of the warehouse. Required."""
+    @_builtins.property
+    def member(self) -> _warehouse_pb2.WarehouseMember:
+        """The user and the role to grant. Required: user_id and role."""
+
+    def __init__(
+        self,
+        *,
+        warehouse_id: _builtins.str = ...,
+        member: _warehouse_pb2.WarehouseMember | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["member", b"member"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member", b"member", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareWarehouseRequest: _TypeAlias = ShareWarehouseRequest  # noqa: Y015
+
+@_typing.final
+class ShareWarehouseResponse(_message.Message):
+    """Response of WarehouseService.ShareWarehouse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def member(self) -> _warehouse_pb2.WarehouseMember:
+        """The grant as it now stands."""
+
+    def __init__(
+        self,
+        *,
+        member: _warehouse_pb2.WarehouseMember | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["member", b"member"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member", b"member"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareWarehouseResponse: _TypeAlias = ShareWarehouseResponse  # noqa: Y015
+
+@_typing.final
+class UnshareWarehouseRequest(_message.Message):
+    """Request of WarehouseService.UnshareWarehouse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WAREHOUSE_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    warehouse_id: _builtins.str
+    """Identifier of the warehouse. Required."""
+    user_id: _builtins.str
+    """The user whose role to take back. Required; 1 to 128 characters."""
+    def __init__(
+        self,
+        *,
+        warehouse_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnshareWarehouseRequest: _TypeAlias = UnshareWarehouseRequest  # noqa: Y015
+
+@_typing.final
+class UnshareWarehouseResponse(_message.Message):
+    """Response of WarehouseService.UnshareWarehouse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnshareWarehouseResponse: _TypeAlias = UnshareWarehouseResponse  # noqa: Y015
+
+@_typing.final
+class ListWarehouseMembersRequest(_message.Message):
+    """Request of WarehouseService.ListWarehouseMembers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WAREHOUSE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    warehouse_id: _builtins.str
+    """Identifier of the warehouse. Required."""
+    page_size: _builtins.int
+    """Largest number of members to return; 0 means 50, values above 500 are
+    treated as 500. Negative values are refused.
+    """
+    page_token: _builtins.str
+    """Token from a previous response's next_page_token; empty for the first
+    page. The other request fields must stay the same across pages.
+    """
+    def __init__(
+        self,
+        *,
+        warehouse_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWarehouseMembersRequest: _TypeAlias = ListWarehouseMembersRequest  # noqa: Y015
+
+@_typing.final
+class ListWarehouseMembersResponse(_message.Message):
+    """Response of WarehouseService.ListWarehouseMembers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last page."""
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[_warehouse_pb2.WarehouseMember]:
+        """One page of the warehouse's members, ordered by user id."""
+
+    def __init__(
+        self,
+        *,
+        members: _abc.Iterable[_warehouse_pb2.WarehouseMember] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWarehouseMembersResponse: _TypeAlias = ListWarehouseMembersResponse  # noqa: Y015

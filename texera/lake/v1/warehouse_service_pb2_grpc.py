@@ -26,9 +26,11 @@ if _version_not_supported:
 
 
 class WarehouseServiceStub:
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     def __init__(self, channel):
@@ -72,12 +74,29 @@ class WarehouseServiceStub:
                 request_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseResponse.FromString,
                 _registered_method=True)
+        self.ShareWarehouse = channel.unary_unary(
+                '/texera.lake.v1.WarehouseService/ShareWarehouse',
+                request_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseResponse.FromString,
+                _registered_method=True)
+        self.UnshareWarehouse = channel.unary_unary(
+                '/texera.lake.v1.WarehouseService/UnshareWarehouse',
+                request_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseResponse.FromString,
+                _registered_method=True)
+        self.ListWarehouseMembers = channel.unary_unary(
+                '/texera.lake.v1.WarehouseService/ListWarehouseMembers',
+                request_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.FromString,
+                _registered_method=True)
 
 
 class WarehouseServiceServicer:
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     def CreateWarehouse(self, request, context):
@@ -94,14 +113,15 @@ class WarehouseServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetWarehouse(self, request, context):
-        """Returns one of the caller's warehouses.
+        """Returns a warehouse the caller owns or that was shared with it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListWarehouses(self, request, context):
-        """Lists the caller's warehouses, oldest first.
+        """Lists the warehouses the caller owns and those shared with it, oldest
+        first, each with the caller's role.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,6 +157,34 @@ class WarehouseServiceServicer:
         purge a warehouse that still holds tables is refused with
         FAILED_PRECONDITION; with purge its tables are dropped and their files
         deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShareWarehouse(self, request, context):
+        """Grants a user a role on the warehouse, or changes the role granted
+        before: WAREHOUSE_ROLE_READER (read the results of its executions) or
+        WAREHOUSE_ROLE_WRITER (also run executions into it). The data stays in
+        the owner's bucket. Sharing again with the same role is a no-op. Owner
+        only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnshareWarehouse(self, request, context):
+        """Takes a user's role on the warehouse back; it applies to the user's next
+        call, executions already running finish. Unsharing a user without a role
+        is a no-op. Owner only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWarehouseMembers(self, request, context):
+        """Lists the users the warehouse is shared with, ordered by user id. Owner
+        only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -180,6 +228,21 @@ def add_WarehouseServiceServicer_to_server(servicer, server):
                     request_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseRequest.FromString,
                     response_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseResponse.SerializeToString,
             ),
+            'ShareWarehouse': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareWarehouse,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseResponse.SerializeToString,
+            ),
+            'UnshareWarehouse': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnshareWarehouse,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseResponse.SerializeToString,
+            ),
+            'ListWarehouseMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWarehouseMembers,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'texera.lake.v1.WarehouseService', rpc_method_handlers)
@@ -189,9 +252,11 @@ def add_WarehouseServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class WarehouseService:
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     @staticmethod
@@ -373,6 +438,87 @@ class WarehouseService:
             '/texera.lake.v1.WarehouseService/DeleteWarehouse',
             texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseRequest.SerializeToString,
             texera_dot_lake_dot_v1_dot_warehouse__service__pb2.DeleteWarehouseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareWarehouse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.WarehouseService/ShareWarehouse',
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ShareWarehouseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnshareWarehouse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.WarehouseService/UnshareWarehouse',
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.UnshareWarehouseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWarehouseMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.WarehouseService/ListWarehouseMembers',
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

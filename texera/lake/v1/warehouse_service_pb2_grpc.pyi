@@ -27,9 +27,11 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class WarehouseServiceStub:
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     @_typing.overload
@@ -46,9 +48,11 @@ class WarehouseServiceStub:
     request_id).
     """
     GetWarehouse: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.GetWarehouseRequest, _warehouse_service_pb2.GetWarehouseResponse]
-    """Returns one of the caller's warehouses."""
+    """Returns a warehouse the caller owns or that was shared with it."""
     ListWarehouses: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.ListWarehousesRequest, _warehouse_service_pb2.ListWarehousesResponse]
-    """Lists the caller's warehouses, oldest first."""
+    """Lists the warehouses the caller owns and those shared with it, oldest
+    first, each with the caller's role.
+    """
     RotateWarehouseCredentials: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.RotateWarehouseCredentialsRequest, _warehouse_service_pb2.RotateWarehouseCredentialsResponse]
     """Replaces the storage credentials the catalog uses for a warehouse and
     bumps its credential version. Errors: FAILED_PRECONDITION when the
@@ -68,12 +72,30 @@ class WarehouseServiceStub:
     FAILED_PRECONDITION; with purge its tables are dropped and their files
     deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
     """
+    ShareWarehouse: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.ShareWarehouseRequest, _warehouse_service_pb2.ShareWarehouseResponse]
+    """Grants a user a role on the warehouse, or changes the role granted
+    before: WAREHOUSE_ROLE_READER (read the results of its executions) or
+    WAREHOUSE_ROLE_WRITER (also run executions into it). The data stays in
+    the owner's bucket. Sharing again with the same role is a no-op. Owner
+    only.
+    """
+    UnshareWarehouse: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.UnshareWarehouseRequest, _warehouse_service_pb2.UnshareWarehouseResponse]
+    """Takes a user's role on the warehouse back; it applies to the user's next
+    call, executions already running finish. Unsharing a user without a role
+    is a no-op. Owner only.
+    """
+    ListWarehouseMembers: _grpc.UnaryUnaryMultiCallable[_warehouse_service_pb2.ListWarehouseMembersRequest, _warehouse_service_pb2.ListWarehouseMembersResponse]
+    """Lists the users the warehouse is shared with, ordered by user id. Owner
+    only.
+    """
 
 @_typing.type_check_only
 class WarehouseServiceAsyncStub(WarehouseServiceStub):
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -87,9 +109,11 @@ class WarehouseServiceAsyncStub(WarehouseServiceStub):
     request_id).
     """
     GetWarehouse: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.GetWarehouseRequest, _warehouse_service_pb2.GetWarehouseResponse]  # type: ignore[assignment]
-    """Returns one of the caller's warehouses."""
+    """Returns a warehouse the caller owns or that was shared with it."""
     ListWarehouses: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.ListWarehousesRequest, _warehouse_service_pb2.ListWarehousesResponse]  # type: ignore[assignment]
-    """Lists the caller's warehouses, oldest first."""
+    """Lists the warehouses the caller owns and those shared with it, oldest
+    first, each with the caller's role.
+    """
     RotateWarehouseCredentials: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.RotateWarehouseCredentialsRequest, _warehouse_service_pb2.RotateWarehouseCredentialsResponse]  # type: ignore[assignment]
     """Replaces the storage credentials the catalog uses for a warehouse and
     bumps its credential version. Errors: FAILED_PRECONDITION when the
@@ -109,11 +133,29 @@ class WarehouseServiceAsyncStub(WarehouseServiceStub):
     FAILED_PRECONDITION; with purge its tables are dropped and their files
     deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
     """
+    ShareWarehouse: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.ShareWarehouseRequest, _warehouse_service_pb2.ShareWarehouseResponse]  # type: ignore[assignment]
+    """Grants a user a role on the warehouse, or changes the role granted
+    before: WAREHOUSE_ROLE_READER (read the results of its executions) or
+    WAREHOUSE_ROLE_WRITER (also run executions into it). The data stays in
+    the owner's bucket. Sharing again with the same role is a no-op. Owner
+    only.
+    """
+    UnshareWarehouse: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.UnshareWarehouseRequest, _warehouse_service_pb2.UnshareWarehouseResponse]  # type: ignore[assignment]
+    """Takes a user's role on the warehouse back; it applies to the user's next
+    call, executions already running finish. Unsharing a user without a role
+    is a no-op. Owner only.
+    """
+    ListWarehouseMembers: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.ListWarehouseMembersRequest, _warehouse_service_pb2.ListWarehouseMembersResponse]  # type: ignore[assignment]
+    """Lists the users the warehouse is shared with, ordered by user id. Owner
+    only.
+    """
 
 class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Registers and manages the caller's warehouses. Every method is scoped to
-    the caller: another user's warehouse answers NOT_FOUND, as if it did not
-    exist.
+    """Registers and manages the caller's warehouses, and shares them. Every
+    method is scoped to the caller: a warehouse the caller neither owns nor was
+    granted a role on answers NOT_FOUND, as if it did not exist; a member whose
+    role does not allow a method gets PERMISSION_DENIED (ErrorInfo reason
+    WAREHOUSE_ROLE_INSUFFICIENT).
     """
 
     @_abc_1.abstractmethod
@@ -137,7 +179,7 @@ class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _warehouse_service_pb2.GetWarehouseRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_warehouse_service_pb2.GetWarehouseResponse, _abc.Awaitable[_warehouse_service_pb2.GetWarehouseResponse]]:
-        """Returns one of the caller's warehouses."""
+        """Returns a warehouse the caller owns or that was shared with it."""
 
     @_abc_1.abstractmethod
     def ListWarehouses(
@@ -145,7 +187,9 @@ class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _warehouse_service_pb2.ListWarehousesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_warehouse_service_pb2.ListWarehousesResponse, _abc.Awaitable[_warehouse_service_pb2.ListWarehousesResponse]]:
-        """Lists the caller's warehouses, oldest first."""
+        """Lists the warehouses the caller owns and those shared with it, oldest
+        first, each with the caller's role.
+        """
 
     @_abc_1.abstractmethod
     def RotateWarehouseCredentials(
@@ -188,6 +232,40 @@ class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
         purge a warehouse that still holds tables is refused with
         FAILED_PRECONDITION; with purge its tables are dropped and their files
         deleted first. A deleted warehouse is NOT_FOUND unless allow_missing.
+        """
+
+    @_abc_1.abstractmethod
+    def ShareWarehouse(
+        self,
+        request: _warehouse_service_pb2.ShareWarehouseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_warehouse_service_pb2.ShareWarehouseResponse, _abc.Awaitable[_warehouse_service_pb2.ShareWarehouseResponse]]:
+        """Grants a user a role on the warehouse, or changes the role granted
+        before: WAREHOUSE_ROLE_READER (read the results of its executions) or
+        WAREHOUSE_ROLE_WRITER (also run executions into it). The data stays in
+        the owner's bucket. Sharing again with the same role is a no-op. Owner
+        only.
+        """
+
+    @_abc_1.abstractmethod
+    def UnshareWarehouse(
+        self,
+        request: _warehouse_service_pb2.UnshareWarehouseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_warehouse_service_pb2.UnshareWarehouseResponse, _abc.Awaitable[_warehouse_service_pb2.UnshareWarehouseResponse]]:
+        """Takes a user's role on the warehouse back; it applies to the user's next
+        call, executions already running finish. Unsharing a user without a role
+        is a no-op. Owner only.
+        """
+
+    @_abc_1.abstractmethod
+    def ListWarehouseMembers(
+        self,
+        request: _warehouse_service_pb2.ListWarehouseMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_warehouse_service_pb2.ListWarehouseMembersResponse, _abc.Awaitable[_warehouse_service_pb2.ListWarehouseMembersResponse]]:
+        """Lists the users the warehouse is shared with, ordered by user id. Owner
+        only.
         """
 
 def add_WarehouseServiceServicer_to_server(servicer: WarehouseServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -28,8 +28,10 @@ if _version_not_supported:
 class RegistryServiceStub:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     def __init__(self, channel):
@@ -88,17 +90,19 @@ class RegistryServiceStub:
 class RegistryServiceServicer:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     def BindExecution(self, request, context):
         """Internal. Records that an execution writes into a warehouse. Called by
         the computing unit itself on behalf of the submitting user, who must be
-        allowed to use the unit (owner or shared with) and own the warehouse,
-        which must be active. Idempotent on execution_id: binding an
-        id again to the same warehouse returns the existing record; to another
-        warehouse it fails with ALREADY_EXISTS.
+        allowed to use the unit (owner or shared with) and own the warehouse or
+        hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
+        execution_id: binding an id again to the same warehouse returns the
+        existing record; to another warehouse it fails with ALREADY_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -231,8 +235,10 @@ def add_RegistryServiceServicer_to_server(servicer, server):
 class RegistryService:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     @staticmethod

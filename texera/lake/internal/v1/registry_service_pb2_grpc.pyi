@@ -29,8 +29,10 @@ GRPC_VERSION: str
 class RegistryServiceStub:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     @_typing.overload
@@ -40,10 +42,10 @@ class RegistryServiceStub:
     BindExecution: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]
     """Internal. Records that an execution writes into a warehouse. Called by
     the computing unit itself on behalf of the submitting user, who must be
-    allowed to use the unit (owner or shared with) and own the warehouse,
-    which must be active. Idempotent on execution_id: binding an
-    id again to the same warehouse returns the existing record; to another
-    warehouse it fails with ALREADY_EXISTS.
+    allowed to use the unit (owner or shared with) and own the warehouse or
+    hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
+    execution_id: binding an id again to the same warehouse returns the
+    existing record; to another warehouse it fails with ALREADY_EXISTS.
     """
     UpdateExecutionState: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]
     """Internal. Moves an execution to a new state and records its progress and outputs.
@@ -83,18 +85,20 @@ class RegistryServiceStub:
 class RegistryServiceAsyncStub(RegistryServiceStub):
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     BindExecution: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]  # type: ignore[assignment]
     """Internal. Records that an execution writes into a warehouse. Called by
     the computing unit itself on behalf of the submitting user, who must be
-    allowed to use the unit (owner or shared with) and own the warehouse,
-    which must be active. Idempotent on execution_id: binding an
-    id again to the same warehouse returns the existing record; to another
-    warehouse it fails with ALREADY_EXISTS.
+    allowed to use the unit (owner or shared with) and own the warehouse or
+    hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
+    execution_id: binding an id again to the same warehouse returns the
+    existing record; to another warehouse it fails with ALREADY_EXISTS.
     """
     UpdateExecutionState: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]  # type: ignore[assignment]
     """Internal. Moves an execution to a new state and records its progress and outputs.
@@ -133,8 +137,10 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are owner-checked; calls a computing unit
-    makes on its own account (state updates, heartbeats) carry a service token.
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry a service token.
     """
 
     @_abc_1.abstractmethod
@@ -145,10 +151,10 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.BindExecutionResponse, _abc.Awaitable[_registry_service_pb2.BindExecutionResponse]]:
         """Internal. Records that an execution writes into a warehouse. Called by
         the computing unit itself on behalf of the submitting user, who must be
-        allowed to use the unit (owner or shared with) and own the warehouse,
-        which must be active. Idempotent on execution_id: binding an
-        id again to the same warehouse returns the existing record; to another
-        warehouse it fails with ALREADY_EXISTS.
+        allowed to use the unit (owner or shared with) and own the warehouse or
+        hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
+        execution_id: binding an id again to the same warehouse returns the
+        existing record; to another warehouse it fails with ALREADY_EXISTS.
         """
 
     @_abc_1.abstractmethod
