@@ -1,17 +1,11 @@
 # The two commands of the README, and the code generator.
-.PHONY: run test check test-slow test-all gen fuzz-catalog
+.PHONY: run test check gen fuzz-catalog
 
 run:  ## start the whole mesh on this machine (Ctrl-C stops it)
 	@scripts/run.sh
 
-test:  ## run every check and every test but the slow scenarios
+test:  ## run every check and every test (two test files at a time)
 	@scripts/test.sh
-
-test-slow:  ## the same checks, then only the slow scenarios (limits, outages, fuzzing, ...)
-	@scripts/test.sh --slow
-
-test-all:  ## the same checks, then every test
-	@scripts/test.sh --all
 
 check:  ## the fast lane: the same checks, and only the tests that start no process
 	@scripts/test.sh --fast

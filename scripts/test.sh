@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# The test suite: API checks, lint, types, then every test but the slow scenarios.
-# A lane first picks other tests after the same checks: --fast only the tests that start no
-# process, --slow only the slow scenarios, --all every test.
-# Extra arguments go to pytest (for example: scripts/test.sh -k stack).
+# The test suite: API checks, lint, types, then every test, two test files at a time.
+# --fast picks only the tests that start no process, after the same checks.
+# Extra arguments go to pytest (for example: scripts/test.sh -m slow, or -n 4 for more workers).
 set -euo pipefail
 case "${1:-}" in
   --fast) lane=(-m "not integration" tests) ;;
-  --slow) lane=(-m slow tests) ;;
-  --all) lane=(tests) ;;
-  *) lane=(-m "not slow" tests) ;;
+  *) lane=(-n 2 --dist loadfile tests) ;;
 esac
-[[ "${1:-}" == --fast || "${1:-}" == --slow || "${1:-}" == --all ]] && shift
+[[ "${1:-}" == --fast ]] && shift
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
