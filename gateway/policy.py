@@ -33,6 +33,8 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "ShareWarehouse": Repeat.ALWAYS,
         "UnshareWarehouse": Repeat.ALWAYS,
         "ListWarehouseMembers": Repeat.ALWAYS,
+        "GetWarehouseUsage": Repeat.ALWAYS,
+        "GetExecutionUsage": Repeat.ALWAYS,
     },
     "texera.lake.v1.ComputingUnitService": {
         "CreateComputingUnit": Repeat.WHEN_IDEMPOTENT,

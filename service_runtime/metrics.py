@@ -1,4 +1,5 @@
-"""Prometheus metrics of the gRPC server, named as go-grpc-prometheus names them."""
+"""Prometheus metrics: the gRPC server's, named as go-grpc-prometheus names them, and what each
+warehouse stores (served by the registry)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,19 @@ HANDLING_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 IN_FLIGHT = Gauge("grpc_server_in_flight", "RPCs being served now.", ("grpc_service",))
+
+#: Per warehouse, the sums GetWarehouseUsage answers, by figure.
+WAREHOUSE_USAGE = {
+    figure: Gauge(f"texera_lake_warehouse_{figure}", help_text, ("warehouse_id",))
+    for figure, help_text in {
+        "bytes": "Bytes of the files the current snapshots of a warehouse's tables reference.",
+        "data_files": "Data files the current snapshots of a warehouse's tables reference.",
+        "rows": "Rows in the data files of a warehouse's tables.",
+        "snapshots": "Snapshots a warehouse's tables keep.",
+        "tables": "Tables of a warehouse's ended executions.",
+        "executions": "Ended executions of a warehouse counted in its usage.",
+    }.items()
+}
 
 
 def serve_metrics(host: str, port: int) -> None:

@@ -18,6 +18,7 @@ from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
+from warehouse_service.usage_meter import UsageMeter
 from warehouse_service.warehouses import WarehouseServicer
 
 
@@ -48,6 +49,12 @@ def build() -> ServiceProcess:
         interval_seconds=settings.cleanup_interval_seconds,
         max_backoff_seconds=settings.cleanup_max_backoff_seconds,
     )
+    meter = UsageMeter(
+        db,
+        catalog,
+        interval_seconds=settings.usage_interval_seconds,
+        max_backoff_seconds=settings.usage_max_backoff_seconds,
+    )
     background: list[asyncio.Task[None]] = []
 
     async def start() -> None:
@@ -58,6 +65,7 @@ def build() -> ServiceProcess:
         )
         background.append(asyncio.create_task(supervisor.watch_forever()))
         background.append(asyncio.create_task(cleaner.run_forever()))
+        background.append(asyncio.create_task(meter.run_forever()))
 
     async def stop() -> None:
         for task in background:

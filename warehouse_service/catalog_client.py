@@ -308,13 +308,21 @@ class CatalogClient:
                 raise CatalogUnavailable("the catalog's listing repeats a page token")
             seen.add(token)
 
-    async def load_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> Any:
-        """The table's LoadTableResult, with storage credentials vended for its location when
-        the catalog vends them."""
+    async def load_table(
+        self,
+        prefix: str,
+        namespace: tuple[str, ...],
+        table: str,
+        *,
+        vended_credentials: bool = True,
+    ) -> Any:
+        """The table's LoadTableResult; with vended_credentials, with storage credentials for
+        its location when the catalog vends them."""
+        delegation = {"X-Iceberg-Access-Delegation": "vended-credentials"}
         return await self._request(
             "GET",
             self._table_url(prefix, namespace, table),
-            headers={"X-Iceberg-Access-Delegation": "vended-credentials"},
+            headers=delegation if vended_credentials else None,
         )
 
     async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None:

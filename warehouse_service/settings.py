@@ -132,6 +132,20 @@ class WarehouseServiceSettings(ServerSettings):
         "the cleanup interval); it is retried until done.",
         scoped=True,
     )
+    usage_interval_seconds: float = setting(
+        "USAGE_INTERVAL_SECONDS",
+        5.0,
+        "How often the registry reads what newly ended executions store from their tables' "
+        "metadata, and refreshes the per-warehouse usage gauges.",
+        scoped=True,
+    )
+    usage_max_backoff_seconds: float = setting(
+        "USAGE_MAX_BACKOFF_SECONDS",
+        900.0,
+        "Longest wait between two attempts at reading one execution's usage (the waits double "
+        "from the usage interval); it is retried until it succeeds.",
+        scoped=True,
+    )
     allowed_storage_endpoints: str = setting(
         "ALLOWED_STORAGE_ENDPOINTS",
         "",

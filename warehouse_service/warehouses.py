@@ -33,8 +33,13 @@ from service_runtime.errors import (
     not_found,
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
-from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
-from warehouse_service import catalog_purge, memberships, records
+from texera.lake.v1 import (
+    usage_pb2,
+    warehouse_pb2,
+    warehouse_service_pb2,
+    warehouse_service_pb2_grpc,
+)
+from warehouse_service import catalog_purge, memberships, records, usage, usage_repository
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database, present
 from warehouse_service.permissions import GRANTABLE, Role, role_of
@@ -571,11 +576,13 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             raise catalog_delete_failure(exc) from exc
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
-        async with self._db.connection() as connection:
+        async with self._db.transaction() as connection:
             deleted = await connection.fetchrow(
                 "UPDATE warehouses SET state = 'DELETED', updated_at = now() WHERE warehouse_id = $1 RETURNING *",
                 row["warehouse_id"],
             )
+            # Its tables are gone: its executions store nothing any more.
+            await usage_repository.schedule_warehouse(connection, row["warehouse_id"])
         log.info(
             "warehouse deleted",
             extra={"warehouse_id": request.warehouse_id, "purge": request.purge},
@@ -683,4 +690,20 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             token = self._member_tokens.issue({"user": page[-1]["user_id"]}, request_fingerprint)
         return warehouse_service_pb2.ListWarehouseMembersResponse(
             members=[records.member(member) for member in page], next_page_token=token
+        )
+
+    # Usage ----------------------------------------------------------------------------
+
+    async def GetWarehouseUsage(
+        self, request: usage_pb2.GetWarehouseUsageRequest, context: Any
+    ) -> usage_pb2.GetWarehouseUsageResponse:
+        return usage_pb2.GetWarehouseUsageResponse(
+            warehouse_usage=await usage.warehouse_usage(self._db, request.warehouse_id)
+        )
+
+    async def GetExecutionUsage(
+        self, request: usage_pb2.GetExecutionUsageRequest, context: Any
+    ) -> usage_pb2.GetExecutionUsageResponse:
+        return usage_pb2.GetExecutionUsageResponse(
+            execution_usage=await usage.execution_usage(self._db, request.execution_id)
         )

@@ -24,10 +24,11 @@ _sym_db = _symbol_database.Default()
 
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from texera.lake.v1 import annotations_pb2 as texera_dot_lake_dot_v1_dot_annotations__pb2
+from texera.lake.v1 import usage_pb2 as texera_dot_lake_dot_v1_dot_usage__pb2
 from texera.lake.v1 import warehouse_pb2 as texera_dot_lake_dot_v1_dot_warehouse__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/warehouse_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\x98\x01\n\x16\x43reateWarehouseRequest\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"G\n\x17\x43reateWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"1\n\x13GetWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x14GetWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"n\n\x15ListWarehousesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12.\n\x06states\x18\x03 \x03(\x0e\x32\x1e.texera.lake.v1.WarehouseState\"`\n\x16ListWarehousesResponse\x12-\n\nwarehouses\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Warehouse\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x91\x01\n!RotateWarehouseCredentialsRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"R\n\"RotateWarehouseCredentialsResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17\x41rchiveWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18\x41rchiveWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17RestoreWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18RestoreWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"Z\n\x16\x44\x65leteWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05purge\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\"G\n\x17\x44\x65leteWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"j\n\x15ShareWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x35\n\x06member\x18\x02 \x01(\x0b\x32\x1f.texera.lake.v1.WarehouseMemberB\x04\xe2\x41\x01\x02\"I\n\x16ShareWarehouseResponse\x12/\n\x06member\x18\x01 \x01(\x0b\x32\x1f.texera.lake.v1.WarehouseMember\"L\n\x17UnshareWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x1a\n\x18UnshareWarehouseResponse\"`\n\x1bListWarehouseMembersRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"i\n\x1cListWarehouseMembersResponse\x12\x30\n\x07members\x18\x01 \x03(\x0b\x32\x1f.texera.lake.v1.WarehouseMember\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xa5\x08\n\x10WarehouseService\x12\x62\n\x0f\x43reateWarehouse\x12&.texera.lake.v1.CreateWarehouseRequest\x1a\'.texera.lake.v1.CreateWarehouseResponse\x12Y\n\x0cGetWarehouse\x12#.texera.lake.v1.GetWarehouseRequest\x1a$.texera.lake.v1.GetWarehouseResponse\x12_\n\x0eListWarehouses\x12%.texera.lake.v1.ListWarehousesRequest\x1a&.texera.lake.v1.ListWarehousesResponse\x12\x83\x01\n\x1aRotateWarehouseCredentials\x12\x31.texera.lake.v1.RotateWarehouseCredentialsRequest\x1a\x32.texera.lake.v1.RotateWarehouseCredentialsResponse\x12\x65\n\x10\x41rchiveWarehouse\x12\'.texera.lake.v1.ArchiveWarehouseRequest\x1a(.texera.lake.v1.ArchiveWarehouseResponse\x12\x65\n\x10RestoreWarehouse\x12\'.texera.lake.v1.RestoreWarehouseRequest\x1a(.texera.lake.v1.RestoreWarehouseResponse\x12\x62\n\x0f\x44\x65leteWarehouse\x12&.texera.lake.v1.DeleteWarehouseRequest\x1a\'.texera.lake.v1.DeleteWarehouseResponse\x12_\n\x0eShareWarehouse\x12%.texera.lake.v1.ShareWarehouseRequest\x1a&.texera.lake.v1.ShareWarehouseResponse\x12\x65\n\x10UnshareWarehouse\x12\'.texera.lake.v1.UnshareWarehouseRequest\x1a(.texera.lake.v1.UnshareWarehouseResponse\x12q\n\x14ListWarehouseMembers\x12+.texera.lake.v1.ListWarehouseMembersRequest\x1a,.texera.lake.v1.ListWarehouseMembersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/warehouse_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a texera/lake/v1/annotations.proto\x1a\x1atexera/lake/v1/usage.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\x98\x01\n\x16\x43reateWarehouseRequest\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"G\n\x17\x43reateWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"1\n\x13GetWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x14GetWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"n\n\x15ListWarehousesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12.\n\x06states\x18\x03 \x03(\x0e\x32\x1e.texera.lake.v1.WarehouseState\"`\n\x16ListWarehousesResponse\x12-\n\nwarehouses\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Warehouse\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x91\x01\n!RotateWarehouseCredentialsRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12<\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32\x1d.texera.lake.v1.S3CredentialsB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"R\n\"RotateWarehouseCredentialsResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17\x41rchiveWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18\x41rchiveWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"5\n\x17RestoreWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"H\n\x18RestoreWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"Z\n\x16\x44\x65leteWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05purge\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\"G\n\x17\x44\x65leteWarehouseResponse\x12,\n\twarehouse\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Warehouse\"j\n\x15ShareWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x35\n\x06member\x18\x02 \x01(\x0b\x32\x1f.texera.lake.v1.WarehouseMemberB\x04\xe2\x41\x01\x02\"I\n\x16ShareWarehouseResponse\x12/\n\x06member\x18\x01 \x01(\x0b\x32\x1f.texera.lake.v1.WarehouseMember\"L\n\x17UnshareWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x1a\n\x18UnshareWarehouseResponse\"`\n\x1bListWarehouseMembersRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"i\n\x1cListWarehouseMembersResponse\x12\x30\n\x07members\x18\x01 \x03(\x0b\x32\x1f.texera.lake.v1.WarehouseMember\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xf9\t\n\x10WarehouseService\x12\x62\n\x0f\x43reateWarehouse\x12&.texera.lake.v1.CreateWarehouseRequest\x1a\'.texera.lake.v1.CreateWarehouseResponse\x12Y\n\x0cGetWarehouse\x12#.texera.lake.v1.GetWarehouseRequest\x1a$.texera.lake.v1.GetWarehouseResponse\x12_\n\x0eListWarehouses\x12%.texera.lake.v1.ListWarehousesRequest\x1a&.texera.lake.v1.ListWarehousesResponse\x12\x83\x01\n\x1aRotateWarehouseCredentials\x12\x31.texera.lake.v1.RotateWarehouseCredentialsRequest\x1a\x32.texera.lake.v1.RotateWarehouseCredentialsResponse\x12\x65\n\x10\x41rchiveWarehouse\x12\'.texera.lake.v1.ArchiveWarehouseRequest\x1a(.texera.lake.v1.ArchiveWarehouseResponse\x12\x65\n\x10RestoreWarehouse\x12\'.texera.lake.v1.RestoreWarehouseRequest\x1a(.texera.lake.v1.RestoreWarehouseResponse\x12\x62\n\x0f\x44\x65leteWarehouse\x12&.texera.lake.v1.DeleteWarehouseRequest\x1a\'.texera.lake.v1.DeleteWarehouseResponse\x12_\n\x0eShareWarehouse\x12%.texera.lake.v1.ShareWarehouseRequest\x1a&.texera.lake.v1.ShareWarehouseResponse\x12\x65\n\x10UnshareWarehouse\x12\'.texera.lake.v1.UnshareWarehouseRequest\x1a(.texera.lake.v1.UnshareWarehouseResponse\x12q\n\x14ListWarehouseMembers\x12+.texera.lake.v1.ListWarehouseMembersRequest\x1a,.texera.lake.v1.ListWarehouseMembersResponse\x12h\n\x11GetWarehouseUsage\x12(.texera.lake.v1.GetWarehouseUsageRequest\x1a).texera.lake.v1.GetWarehouseUsageResponse\x12h\n\x11GetExecutionUsage\x12(.texera.lake.v1.GetExecutionUsageRequest\x1a).texera.lake.v1.GetExecutionUsageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -58,46 +59,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UNSHAREWAREHOUSEREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
   _globals['_LISTWAREHOUSEMEMBERSREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
   _globals['_LISTWAREHOUSEMEMBERSREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\002'
-  _globals['_CREATEWAREHOUSEREQUEST']._serialized_start=158
-  _globals['_CREATEWAREHOUSEREQUEST']._serialized_end=310
-  _globals['_CREATEWAREHOUSERESPONSE']._serialized_start=312
-  _globals['_CREATEWAREHOUSERESPONSE']._serialized_end=383
-  _globals['_GETWAREHOUSEREQUEST']._serialized_start=385
-  _globals['_GETWAREHOUSEREQUEST']._serialized_end=434
-  _globals['_GETWAREHOUSERESPONSE']._serialized_start=436
-  _globals['_GETWAREHOUSERESPONSE']._serialized_end=504
-  _globals['_LISTWAREHOUSESREQUEST']._serialized_start=506
-  _globals['_LISTWAREHOUSESREQUEST']._serialized_end=616
-  _globals['_LISTWAREHOUSESRESPONSE']._serialized_start=618
-  _globals['_LISTWAREHOUSESRESPONSE']._serialized_end=714
-  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_start=717
-  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_end=862
-  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_start=864
-  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_end=946
-  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_start=948
-  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_end=1001
-  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_start=1003
-  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_end=1075
-  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_start=1077
-  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_end=1130
-  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_start=1132
-  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_end=1204
-  _globals['_DELETEWAREHOUSEREQUEST']._serialized_start=1206
-  _globals['_DELETEWAREHOUSEREQUEST']._serialized_end=1296
-  _globals['_DELETEWAREHOUSERESPONSE']._serialized_start=1298
-  _globals['_DELETEWAREHOUSERESPONSE']._serialized_end=1369
-  _globals['_SHAREWAREHOUSEREQUEST']._serialized_start=1371
-  _globals['_SHAREWAREHOUSEREQUEST']._serialized_end=1477
-  _globals['_SHAREWAREHOUSERESPONSE']._serialized_start=1479
-  _globals['_SHAREWAREHOUSERESPONSE']._serialized_end=1552
-  _globals['_UNSHAREWAREHOUSEREQUEST']._serialized_start=1554
-  _globals['_UNSHAREWAREHOUSEREQUEST']._serialized_end=1630
-  _globals['_UNSHAREWAREHOUSERESPONSE']._serialized_start=1632
-  _globals['_UNSHAREWAREHOUSERESPONSE']._serialized_end=1658
-  _globals['_LISTWAREHOUSEMEMBERSREQUEST']._serialized_start=1660
-  _globals['_LISTWAREHOUSEMEMBERSREQUEST']._serialized_end=1756
-  _globals['_LISTWAREHOUSEMEMBERSRESPONSE']._serialized_start=1758
-  _globals['_LISTWAREHOUSEMEMBERSRESPONSE']._serialized_end=1863
-  _globals['_WAREHOUSESERVICE']._serialized_start=1866
-  _globals['_WAREHOUSESERVICE']._serialized_end=2927
+  _globals['_CREATEWAREHOUSEREQUEST']._serialized_start=186
+  _globals['_CREATEWAREHOUSEREQUEST']._serialized_end=338
+  _globals['_CREATEWAREHOUSERESPONSE']._serialized_start=340
+  _globals['_CREATEWAREHOUSERESPONSE']._serialized_end=411
+  _globals['_GETWAREHOUSEREQUEST']._serialized_start=413
+  _globals['_GETWAREHOUSEREQUEST']._serialized_end=462
+  _globals['_GETWAREHOUSERESPONSE']._serialized_start=464
+  _globals['_GETWAREHOUSERESPONSE']._serialized_end=532
+  _globals['_LISTWAREHOUSESREQUEST']._serialized_start=534
+  _globals['_LISTWAREHOUSESREQUEST']._serialized_end=644
+  _globals['_LISTWAREHOUSESRESPONSE']._serialized_start=646
+  _globals['_LISTWAREHOUSESRESPONSE']._serialized_end=742
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_start=745
+  _globals['_ROTATEWAREHOUSECREDENTIALSREQUEST']._serialized_end=890
+  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_start=892
+  _globals['_ROTATEWAREHOUSECREDENTIALSRESPONSE']._serialized_end=974
+  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_start=976
+  _globals['_ARCHIVEWAREHOUSEREQUEST']._serialized_end=1029
+  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_start=1031
+  _globals['_ARCHIVEWAREHOUSERESPONSE']._serialized_end=1103
+  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_start=1105
+  _globals['_RESTOREWAREHOUSEREQUEST']._serialized_end=1158
+  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_start=1160
+  _globals['_RESTOREWAREHOUSERESPONSE']._serialized_end=1232
+  _globals['_DELETEWAREHOUSEREQUEST']._serialized_start=1234
+  _globals['_DELETEWAREHOUSEREQUEST']._serialized_end=1324
+  _globals['_DELETEWAREHOUSERESPONSE']._serialized_start=1326
+  _globals['_DELETEWAREHOUSERESPONSE']._serialized_end=1397
+  _globals['_SHAREWAREHOUSEREQUEST']._serialized_start=1399
+  _globals['_SHAREWAREHOUSEREQUEST']._serialized_end=1505
+  _globals['_SHAREWAREHOUSERESPONSE']._serialized_start=1507
+  _globals['_SHAREWAREHOUSERESPONSE']._serialized_end=1580
+  _globals['_UNSHAREWAREHOUSEREQUEST']._serialized_start=1582
+  _globals['_UNSHAREWAREHOUSEREQUEST']._serialized_end=1658
+  _globals['_UNSHAREWAREHOUSERESPONSE']._serialized_start=1660
+  _globals['_UNSHAREWAREHOUSERESPONSE']._serialized_end=1686
+  _globals['_LISTWAREHOUSEMEMBERSREQUEST']._serialized_start=1688
+  _globals['_LISTWAREHOUSEMEMBERSREQUEST']._serialized_end=1784
+  _globals['_LISTWAREHOUSEMEMBERSRESPONSE']._serialized_start=1786
+  _globals['_LISTWAREHOUSEMEMBERSRESPONSE']._serialized_end=1891
+  _globals['_WAREHOUSESERVICE']._serialized_start=1894
+  _globals['_WAREHOUSESERVICE']._serialized_end=3167
 # @@protoc_insertion_point(module_scope)

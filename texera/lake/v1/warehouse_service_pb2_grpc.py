@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from texera.lake.v1 import usage_pb2 as texera_dot_lake_dot_v1_dot_usage__pb2
 from texera.lake.v1 import warehouse_service_pb2 as texera_dot_lake_dot_v1_dot_warehouse__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -88,6 +89,16 @@ class WarehouseServiceStub:
                 '/texera.lake.v1.WarehouseService/ListWarehouseMembers',
                 request_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.FromString,
+                _registered_method=True)
+        self.GetWarehouseUsage = channel.unary_unary(
+                '/texera.lake.v1.WarehouseService/GetWarehouseUsage',
+                request_serializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageResponse.FromString,
+                _registered_method=True)
+        self.GetExecutionUsage = channel.unary_unary(
+                '/texera.lake.v1.WarehouseService/GetExecutionUsage',
+                request_serializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageResponse.FromString,
                 _registered_method=True)
 
 
@@ -190,6 +201,25 @@ class WarehouseServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetWarehouseUsage(self, request, context):
+        """Returns what the warehouse stores: bytes, data files, rows, snapshots
+        and tables of its ended executions, read from the tables' Iceberg
+        metadata when each execution ended (never by listing the bucket). One
+        stored sum: as cheap with thousands of executions as with one. Owner and
+        members.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetExecutionUsage(self, request, context):
+        """Returns what one execution stores, counted as in GetWarehouseUsage. The
+        owner and members of its warehouse; NOT_FOUND for anyone else.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WarehouseServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -242,6 +272,16 @@ def add_WarehouseServiceServicer_to_server(servicer, server):
                     servicer.ListWarehouseMembers,
                     request_deserializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.FromString,
                     response_serializer=texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.SerializeToString,
+            ),
+            'GetWarehouseUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWarehouseUsage,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageResponse.SerializeToString,
+            ),
+            'GetExecutionUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExecutionUsage,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -519,6 +559,60 @@ class WarehouseService:
             '/texera.lake.v1.WarehouseService/ListWarehouseMembers',
             texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersRequest.SerializeToString,
             texera_dot_lake_dot_v1_dot_warehouse__service__pb2.ListWarehouseMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWarehouseUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.WarehouseService/GetWarehouseUsage',
+            texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_usage__pb2.GetWarehouseUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExecutionUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.WarehouseService/GetExecutionUsage',
+            texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_usage__pb2.GetExecutionUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from texera.lake.v1 import usage_pb2 as _usage_pb2
 from texera.lake.v1 import warehouse_service_pb2 as _warehouse_service_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -88,6 +89,17 @@ class WarehouseServiceStub:
     """Lists the users the warehouse is shared with, ordered by user id. Owner
     only.
     """
+    GetWarehouseUsage: _grpc.UnaryUnaryMultiCallable[_usage_pb2.GetWarehouseUsageRequest, _usage_pb2.GetWarehouseUsageResponse]
+    """Returns what the warehouse stores: bytes, data files, rows, snapshots
+    and tables of its ended executions, read from the tables' Iceberg
+    metadata when each execution ended (never by listing the bucket). One
+    stored sum: as cheap with thousands of executions as with one. Owner and
+    members.
+    """
+    GetExecutionUsage: _grpc.UnaryUnaryMultiCallable[_usage_pb2.GetExecutionUsageRequest, _usage_pb2.GetExecutionUsageResponse]
+    """Returns what one execution stores, counted as in GetWarehouseUsage. The
+    owner and members of its warehouse; NOT_FOUND for anyone else.
+    """
 
 @_typing.type_check_only
 class WarehouseServiceAsyncStub(WarehouseServiceStub):
@@ -148,6 +160,17 @@ class WarehouseServiceAsyncStub(WarehouseServiceStub):
     ListWarehouseMembers: _aio.UnaryUnaryMultiCallable[_warehouse_service_pb2.ListWarehouseMembersRequest, _warehouse_service_pb2.ListWarehouseMembersResponse]  # type: ignore[assignment]
     """Lists the users the warehouse is shared with, ordered by user id. Owner
     only.
+    """
+    GetWarehouseUsage: _aio.UnaryUnaryMultiCallable[_usage_pb2.GetWarehouseUsageRequest, _usage_pb2.GetWarehouseUsageResponse]  # type: ignore[assignment]
+    """Returns what the warehouse stores: bytes, data files, rows, snapshots
+    and tables of its ended executions, read from the tables' Iceberg
+    metadata when each execution ended (never by listing the bucket). One
+    stored sum: as cheap with thousands of executions as with one. Owner and
+    members.
+    """
+    GetExecutionUsage: _aio.UnaryUnaryMultiCallable[_usage_pb2.GetExecutionUsageRequest, _usage_pb2.GetExecutionUsageResponse]  # type: ignore[assignment]
+    """Returns what one execution stores, counted as in GetWarehouseUsage. The
+    owner and members of its warehouse; NOT_FOUND for anyone else.
     """
 
 class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -266,6 +289,29 @@ class WarehouseServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_warehouse_service_pb2.ListWarehouseMembersResponse, _abc.Awaitable[_warehouse_service_pb2.ListWarehouseMembersResponse]]:
         """Lists the users the warehouse is shared with, ordered by user id. Owner
         only.
+        """
+
+    @_abc_1.abstractmethod
+    def GetWarehouseUsage(
+        self,
+        request: _usage_pb2.GetWarehouseUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_usage_pb2.GetWarehouseUsageResponse, _abc.Awaitable[_usage_pb2.GetWarehouseUsageResponse]]:
+        """Returns what the warehouse stores: bytes, data files, rows, snapshots
+        and tables of its ended executions, read from the tables' Iceberg
+        metadata when each execution ended (never by listing the bucket). One
+        stored sum: as cheap with thousands of executions as with one. Owner and
+        members.
+        """
+
+    @_abc_1.abstractmethod
+    def GetExecutionUsage(
+        self,
+        request: _usage_pb2.GetExecutionUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_usage_pb2.GetExecutionUsageResponse, _abc.Awaitable[_usage_pb2.GetExecutionUsageResponse]]:
+        """Returns what one execution stores, counted as in GetWarehouseUsage. The
+        owner and members of its warehouse; NOT_FOUND for anyone else.
         """
 
 def add_WarehouseServiceServicer_to_server(servicer: WarehouseServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,128 @@
+"""Reads what ended executions store from their tables' metadata, and publishes the sums.
+
+The registry reads the figures itself, through the catalog, rather than taking a computing
+unit's word: for each due execution it loads the result tables the ledger lists and the
+execution's runtime_stats and console_logs tables, counts only tables whose properties name
+the execution (a unit could list another execution's table), and sums the totals of each
+current snapshot (usage_figures). One metadata load per table; no manifest and no bucket is
+read. A reading that fails is retried after a doubling backoff. Every replica runs a meter;
+each holds what it claims for a while, so two never read one execution at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RESULTS, RUNTIME_STATS, execution_table
+from service_runtime.errors import ServiceError
+from service_runtime.metrics import WAREHOUSE_USAGE
+from warehouse_service import usage_repository
+from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.db import Database
+from warehouse_service.usage_figures import UnreadableMetadata, Usage, table_usage
+
+log = logging.getLogger("warehouse_service.usage_meter")
+_GONE = ("DELETING", "DELETED")
+
+
+class ReadingFailed(Exception):
+    """One reading of an execution's figures failed; it is retried later."""
+
+
+class UsageMeter:
+    def __init__(
+        self,
+        db: Database,
+        catalog: CatalogClient,
+        *,
+        interval_seconds: float,
+        max_backoff_seconds: float,
+        batch: int = 50,
+        hold_seconds: float = 300.0,
+    ) -> None:
+        self._db = db
+        self._catalog = catalog
+        self._interval = interval_seconds
+        self._max_backoff = max_backoff_seconds
+        self._batch = batch
+        self._hold = hold_seconds
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.measure_due()
+                await self.publish()
+            except ServiceError:
+                log.warning("usage reading skipped: the database is unavailable")
+            await asyncio.sleep(self._interval)
+
+    async def measure_due(self) -> int:
+        """Reads the figures of the executions that are due; how many it took."""
+        rows = await usage_repository.claim_due(self._db, self._batch, self._hold)
+        for row in rows:
+            await self._measure_one(row)
+        return len(rows)
+
+    async def publish(self) -> None:
+        """Sets the gauges to every warehouse's sums."""
+        rows = await usage_repository.of_every_warehouse(self._db)
+        for figure, gauge in WAREHOUSE_USAGE.items():
+            gauge.clear()
+            for row in rows:
+                gauge.labels(warehouse_id=str(row["warehouse_id"])).set(row[figure])
+
+    async def _measure_one(self, row: asyncpg.Record) -> None:
+        execution_id = row["execution_id"]
+        try:
+            # A warehouse being deleted takes every table with it.
+            usage = Usage() if row["warehouse_state"] in _GONE else await self._measure(row)
+        except Exception as exc:  # recorded and retried later; the other readings go on
+            expected = isinstance(exc, ReadingFailed)
+            failure = str(exc) if expected else f"unexpected {type(exc).__name__}"
+            log.warning(
+                "reading an execution's usage failed; retrying later",
+                exc_info=not expected,
+                extra={"execution_id": execution_id, "failure": failure},
+            )
+            await usage_repository.failed(
+                self._db, execution_id, failure, self._interval, self._max_backoff
+            )
+            return
+        await usage_repository.record(self._db, execution_id, usage)
+
+    async def _measure(self, row: asyncpg.Record) -> Usage:
+        execution_id = row["execution_id"]
+        telemetry = execution_table(execution_id)
+        tables = [(RESULTS, name) for name in row["result_tables"]]
+        tables += [(RUNTIME_STATS, telemetry), (CONSOLE_LOGS, telemetry)]
+        try:
+            prefix = await self._catalog.prefix(row["catalog_warehouse_name"])
+            total = Usage()
+            for namespace, name in tables:
+                total += await self._table(prefix, namespace, name, execution_id)
+            return total
+        except CatalogError as exc:
+            raise ReadingFailed(f"the catalog refused: {exc}") from exc
+        except CatalogUnavailable as exc:
+            raise ReadingFailed(str(exc)) from exc
+
+    async def _table(self, prefix: str, namespace: str, name: str, execution_id: str) -> Usage:
+        """The table's figures if it is the execution's; nothing if it is gone or another's."""
+        try:
+            loaded = await self._catalog.load_table(
+                prefix, (namespace,), name, vended_credentials=False
+            )
+        except CatalogError as exc:
+            if exc.status == 404:  # never created (no telemetry yet), or dropped by a cleanup
+                return Usage()
+            raise
+        metadata = loaded["metadata"]
+        if metadata.get("properties", {}).get(EXECUTION_ID) != execution_id:
+            return Usage()
+        try:
+            return table_usage(metadata)
+        except UnreadableMetadata as exc:
+            raise ReadingFailed(f"table {namespace}.{name}: {exc}") from exc
