@@ -34,6 +34,7 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS": "6",
     # Failed executions are cleaned up within a second.
     "TEXERA_LAKE_WAREHOUSE_CLEANUP_INTERVAL_SECONDS": "1",
+    # Ended executions' usage is read within a second.
     "TEXERA_LAKE_WAREHOUSE_USAGE_INTERVAL_SECONDS": "1",
     # A catalog that keeps failing fails its executions within seconds, not minutes.
     "TEXERA_LAKE_CU_COMMIT_RETRY_SECONDS": "5",
