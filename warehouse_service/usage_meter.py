@@ -52,12 +52,14 @@ class UsageMeter:
 
     async def run_forever(self) -> None:
         while True:
+            taken = 0
             try:
-                await self.measure_due()
+                taken = await self.measure_due()
                 await self.publish()
             except ServiceError:
                 log.warning("usage reading skipped: the database is unavailable")
-            await asyncio.sleep(self._interval)
+            if taken < self._batch:  # else more are likely due: go on at once
+                await asyncio.sleep(self._interval)
 
     async def measure_due(self) -> int:
         """Reads the figures of the executions that are due; how many it took."""
@@ -100,10 +102,10 @@ class UsageMeter:
         tables += [(RUNTIME_STATS, telemetry), (CONSOLE_LOGS, telemetry)]
         try:
             prefix = await self._catalog.prefix(row["catalog_warehouse_name"])
-            total = Usage()
-            for namespace, name in tables:
-                total += await self._table(prefix, namespace, name, execution_id)
-            return total
+            found = await asyncio.gather(
+                *(self._table(prefix, namespace, name, execution_id) for namespace, name in tables)
+            )
+            return sum(found, Usage())
         except CatalogError as exc:
             raise ReadingFailed(f"the catalog refused: {exc}") from exc
         except CatalogUnavailable as exc:
