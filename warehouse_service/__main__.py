@@ -13,6 +13,7 @@ from unit_launcher.factory import launcher_named
 from warehouse_service.cleaner import ExecutionCleaner
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
+from warehouse_service.due_work import Pacing
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
@@ -46,14 +47,12 @@ def build() -> ServiceProcess:
         db,
         catalog,
         guard,
-        interval_seconds=settings.cleanup_interval_seconds,
-        max_backoff_seconds=settings.cleanup_max_backoff_seconds,
+        Pacing(settings.cleanup_interval_seconds, settings.cleanup_max_backoff_seconds),
     )
     meter = UsageMeter(
         db,
         catalog,
-        interval_seconds=settings.usage_interval_seconds,
-        max_backoff_seconds=settings.usage_max_backoff_seconds,
+        Pacing(settings.usage_interval_seconds, settings.usage_max_backoff_seconds, batch=50),
     )
     background: list[asyncio.Task[None]] = []
 

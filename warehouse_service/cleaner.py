@@ -30,10 +30,10 @@ import asyncpg
 from lake_tables.naming import EXECUTION_ID, RESULTS, result_table_prefix
 from lake_tables.uncommitted import UnsafeLocation, data_folder, delete_folder
 from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
-from service_runtime.errors import ServiceError
 from warehouse_service import ledger
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database
+from warehouse_service.due_work import Pacing, failure_text, work_forever
 
 log = logging.getLogger("warehouse_service.cleaner")
 
@@ -59,31 +59,20 @@ class ExecutionCleaner:
         db: Database,
         catalog: CatalogClient,
         guard: EndpointGuard,
-        *,
-        interval_seconds: float,
-        max_backoff_seconds: float,
-        batch: int = 20,
-        hold_seconds: float = 300.0,
+        pacing: Pacing,
     ) -> None:
         self._db = db
         self._catalog = catalog
         self._guard = guard
-        self._interval = interval_seconds
-        self._max_backoff = max_backoff_seconds
-        self._batch = batch
-        self._hold = hold_seconds
+        self._pacing = pacing
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.clean_due()
-            except ServiceError:
-                log.warning("cleanup skipped: the database is unavailable")
-            await asyncio.sleep(self._interval)
+        await work_forever(self.clean_due, self._pacing, "cleanup")
 
     async def clean_due(self) -> int:
         """Works the cleanups that are due; how many it took."""
-        rows = await ledger.claim_cleanups(self._db, self._batch, self._hold)
+        pacing = self._pacing
+        rows = await ledger.claim_cleanups(self._db, pacing.batch, pacing.hold_seconds)
         for row in rows:
             await self._clean_one(row)
         return len(rows)
@@ -94,11 +83,10 @@ class ExecutionCleaner:
             if row["warehouse_state"] not in _GONE:
                 await self._clean(row)
         except Exception as exc:  # recorded and retried later; the other cleanups go on
-            expected = isinstance(exc, CleanupFailed)
-            failure = str(exc) if expected else f"unexpected {type(exc).__name__}"
+            failure = failure_text(exc, CleanupFailed)
             log.warning(
                 "cleanup of an execution failed; retrying later",
-                exc_info=not expected,
+                exc_info=not isinstance(exc, CleanupFailed),
                 extra={
                     "execution_id": execution_id,
                     "attempt": row["cleanup_attempts"] + 1,
@@ -106,7 +94,11 @@ class ExecutionCleaner:
                 },
             )
             await ledger.cleanup_failed(
-                self._db, execution_id, failure, self._interval, self._max_backoff
+                self._db,
+                execution_id,
+                failure,
+                self._pacing.interval_seconds,
+                self._pacing.max_backoff_seconds,
             )
             return
         await ledger.cleanup_done(self._db, execution_id)

@@ -38,6 +38,7 @@ from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_g
 from warehouse_service import memberships, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.due_work import retry_at
 from warehouse_service.permissions import Role
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
@@ -700,8 +701,9 @@ async def cleanup_failed(
             UPDATE executions SET
                 cleanup_attempts = cleanup_attempts + 1,
                 cleanup_error = $2,
-                cleanup_next_at = now() + make_interval(
-                    secs => least($4, $3 * power(2, least(cleanup_attempts, 30))))
+                cleanup_next_at = """
+            + retry_at("cleanup_attempts")
+            + """
             WHERE execution_id = $1 AND cleanup_state = 'PENDING'
             """,
             execution_id,

@@ -17,11 +17,11 @@ import logging
 import asyncpg
 
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RESULTS, RUNTIME_STATS, execution_table
-from service_runtime.errors import ServiceError
 from service_runtime.metrics import WAREHOUSE_USAGE
 from warehouse_service import usage_repository
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Database
+from warehouse_service.due_work import Pacing, failure_text, work_forever
 from warehouse_service.usage_figures import UnreadableMetadata, Usage, table_usage
 
 log = logging.getLogger("warehouse_service.usage_meter")
@@ -33,37 +33,23 @@ class ReadingFailed(Exception):
 
 
 class UsageMeter:
-    def __init__(
-        self,
-        db: Database,
-        catalog: CatalogClient,
-        *,
-        interval_seconds: float,
-        max_backoff_seconds: float,
-        batch: int = 50,
-        hold_seconds: float = 300.0,
-    ) -> None:
+    def __init__(self, db: Database, catalog: CatalogClient, pacing: Pacing) -> None:
         self._db = db
         self._catalog = catalog
-        self._interval = interval_seconds
-        self._max_backoff = max_backoff_seconds
-        self._batch = batch
-        self._hold = hold_seconds
+        self._pacing = pacing
 
     async def run_forever(self) -> None:
-        while True:
-            taken = 0
-            try:
-                taken = await self.measure_due()
-                await self.publish()
-            except ServiceError:
-                log.warning("usage reading skipped: the database is unavailable")
-            if taken < self._batch:  # else more are likely due: go on at once
-                await asyncio.sleep(self._interval)
+        await work_forever(self._round, self._pacing, "usage reading")
+
+    async def _round(self) -> int:
+        taken = await self.measure_due()
+        await self.publish()
+        return taken
 
     async def measure_due(self) -> int:
         """Reads the figures of the executions that are due; how many it took."""
-        rows = await usage_repository.claim_due(self._db, self._batch, self._hold)
+        pacing = self._pacing
+        rows = await usage_repository.claim_due(self._db, pacing.batch, pacing.hold_seconds)
         for row in rows:
             await self._measure_one(row)
         return len(rows)
@@ -82,15 +68,18 @@ class UsageMeter:
             # A warehouse being deleted takes every table with it.
             usage = Usage() if row["warehouse_state"] in _GONE else await self._measure(row)
         except Exception as exc:  # recorded and retried later; the other readings go on
-            expected = isinstance(exc, ReadingFailed)
-            failure = str(exc) if expected else f"unexpected {type(exc).__name__}"
+            failure = failure_text(exc, ReadingFailed)
             log.warning(
                 "reading an execution's usage failed; retrying later",
-                exc_info=not expected,
+                exc_info=not isinstance(exc, ReadingFailed),
                 extra={"execution_id": execution_id, "failure": failure},
             )
             await usage_repository.failed(
-                self._db, execution_id, failure, self._interval, self._max_backoff
+                self._db,
+                execution_id,
+                failure,
+                self._pacing.interval_seconds,
+                self._pacing.max_backoff_seconds,
             )
             return
         await usage_repository.record(self._db, execution_id, usage)

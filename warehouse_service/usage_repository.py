@@ -12,6 +12,7 @@ import uuid
 import asyncpg
 
 from warehouse_service.db import Connection, Database
+from warehouse_service.due_work import retry_at
 from warehouse_service.usage_figures import Usage
 
 
@@ -100,8 +101,9 @@ async def failed(
             UPDATE execution_usage SET
                 measure_attempts = measure_attempts + 1,
                 measure_error = $2,
-                measure_due_at = now() + make_interval(
-                    secs => least($4, $3 * power(2, least(measure_attempts, 30))))
+                measure_due_at = """
+            + retry_at("measure_attempts")
+            + """
             WHERE execution_id = $1
             """,
             execution_id,
