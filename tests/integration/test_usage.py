@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -99,29 +98,29 @@ def run(stack: Stack, owner: str, warehouse_id: str, end: int) -> execution_pb2.
     return finished
 
 
-@pytest.fixture(scope="module")
-def lake(stack: Stack) -> Iterator[Lake]:
-    owner = f"usage-{uuid.uuid4().hex[:6]}"
-    channel = grpc.insecure_channel(stack.target("gateway"))
-    warehouses = warehouse_service_pb2_grpc.WarehouseServiceStub(channel)
+def new_lake(stack: Stack, name: str, ends: tuple[int, ...]) -> Lake:
+    """A new user's warehouse through the gateway, with one execution per end (rows 0..end-1,
+    a third of them kept)."""
+    owner = f"{name}-{uuid.uuid4().hex[:6]}"
+    warehouses = warehouse_service_pb2_grpc.WarehouseServiceStub(
+        grpc.insecure_channel(stack.target("gateway"))
+    )
     created = warehouses.CreateWarehouse(
-        create_request(stack.provision_bucket("usage"), name="usage"),
+        create_request(stack.provision_bucket(name), name=name),
         metadata=bearer(stack.token(owner)),
         timeout=120,
     ).warehouse
     executions = {}
-    for end in (3000, 600):
+    for end in ends:
         finished = run(stack, owner, created.warehouse_id, end)
         executions[finished.execution_id] = [o.table_name for o in finished.outputs]
-    yield Lake(
-        stack,
-        owner,
-        created.warehouse_id,
-        warehouses,
-        rest_catalog(stack, f"texera-{created.warehouse_id}"),
-        executions,
-    )
-    channel.close()
+    catalog = rest_catalog(stack, f"texera-{created.warehouse_id}")
+    return Lake(stack, owner, created.warehouse_id, warehouses, catalog, executions)
+
+
+@pytest.fixture(scope="module")
+def lake(stack: Stack) -> Lake:
+    return new_lake(stack, "usage", (3000, 600))
 
 
 def pyiceberg_usage(catalog: RestCatalog, execution_id: str, result_tables: list[str]) -> Usage:
@@ -337,3 +336,18 @@ def test_an_unfinished_execution_is_pending_and_counts_nothing_yet(lake: Lake) -
     assert shown.measurement_pending
     assert not shown.HasField("measure_time")
     assert figures(shown.usage) == Usage()
+
+
+def test_a_deleted_warehouse_stores_nothing_any_more(stack: Stack) -> None:
+    lake = new_lake(stack, "deleting", (30,))
+    assert lake.settled().usage.tables == 3
+    lake.warehouses.DeleteWarehouse(
+        warehouse_service_pb2.DeleteWarehouseRequest(warehouse_id=lake.warehouse_id, purge=True),
+        metadata=lake.as_user(lake.owner),
+        timeout=120,
+    )
+    deadline = time.monotonic() + READING_SECONDS
+    while figures((after := lake.settled()).usage) != Usage():
+        assert time.monotonic() < deadline, f"the deleted warehouse still counts {after}"
+        time.sleep(0.3)
+    assert after.executions == 1
