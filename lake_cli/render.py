@@ -25,8 +25,10 @@ def _cell(value: Any) -> str:
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO = sys.stdout) -> None:
-    """Rows under headers, in aligned columns; long values are cut."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
+    """Rows under headers, in aligned columns (on standard output unless given out: the one
+    of the moment, not the one at import); long values are cut."""
+    out = out or sys.stdout
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [
         max([len(header), *(len(row[index]) for row in cells)])

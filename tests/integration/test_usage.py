@@ -17,6 +17,7 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from embedded_stack.stack import Stack
+from lake_cli.__main__ import main as cli
 from lake_tables.naming import CONSOLE_LOGS, RESULTS, RUNTIME_STATS, execution_table
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import filtered_numbers, unit_as
@@ -227,6 +228,27 @@ def test_the_registry_publishes_each_warehouses_sums_as_gauges(lake: Lake) -> No
             return
         assert time.monotonic() < deadline, (shown, expected)
         time.sleep(0.5)
+
+
+def test_the_command_line_shows_the_same_figures(
+    lake: Lake, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summed = lake.settled()
+    execution_id = next(iter(lake.executions))
+    one = lake.execution_usage(execution_id)
+    monkeypatch.setenv("TEXERA_LAKE_TOKEN", lake.stack.token(lake.owner))
+    target = ["--target", lake.stack.target("gateway"), "usage"]
+    cli([*target, lake.warehouse_id])
+    cli([*target, "--execution", execution_id])
+    warehouse_lines, execution_lines = (
+        {line.split("  ")[0]: line.split("  ", 1)[1].strip() for line in text.splitlines()[2:]}
+        for text in capsys.readouterr().out.split("figure", 2)[1:]
+    )
+    assert warehouse_lines["bytes"].startswith(f"{summed.usage.bytes} (")
+    assert warehouse_lines["rows"] == str(summed.usage.rows)
+    assert warehouse_lines["executions"] == str(summed.executions)
+    assert execution_lines["data files"] == str(one.usage.data_files)
+    assert execution_lines["pending"] == "no"
 
 
 def test_members_read_usage_and_strangers_learn_nothing(lake: Lake) -> None:
