@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 
 from embedded_stack.secrets import JWT_SECRET_FILE
-from lake_cli import dev, executions, results, units, warehouses
+from lake_cli import dev, executions, results, retention, units, warehouses
 from lake_cli.connection import CliError, Connection, read_state, stack_endpoints
 from lake_cli.render import error_text
 from service_runtime.auth import mint_token
@@ -56,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     units.add_commands(commands)
     executions.add_commands(commands)
     results.add_commands(commands)
+    retention.add_commands(commands)
     dev.add_commands(commands)
     return root
 
