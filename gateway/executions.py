@@ -137,7 +137,7 @@ class ExecutionRoutes:
     ) -> AsyncIterator[bytes | es.WatchExecutionResponse]:
         execution = await self._where(es.WatchExecutionRequest.FromString(request).execution_id)
         unit = self._units.find(execution.computing_unit_id)
-        if unit is not None:
+        if unit is not None and not execution.HasField("delete_time"):
             async for message in self._units.backend(unit).stream(
                 SERVICE + "WatchExecution",
                 request,

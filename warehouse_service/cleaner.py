@@ -30,11 +30,12 @@ from lake_tables.naming import (
     execution_table,
     result_table_prefix,
 )
-from lake_tables.uncommitted import UnsafeLocation, data_folder, delete_folder
-from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
+from lake_tables.uncommitted import data_folder, delete_folder
+from service_runtime.endpoint_guard import EndpointGuard
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.queue_worker import WorkFailed
 from warehouse_service.table_storage import storage_properties, warehouse_root
+from warehouse_service.table_work import on_table, warehouse_prefix
 
 
 class ExecutionPurge:
@@ -44,12 +45,7 @@ class ExecutionPurge:
 
     async def __call__(self, row: asyncpg.Record) -> None:
         execution_id = row["execution_id"]
-        try:
-            prefix = await self._catalog.prefix(row["catalog_warehouse_name"])
-        except CatalogError as exc:
-            raise WorkFailed(f"the catalog refused: {exc}") from exc
-        except CatalogUnavailable as exc:
-            raise WorkFailed(str(exc)) from exc
+        prefix = await warehouse_prefix(self._catalog, row)
         for name in await self._listed(prefix, RESULTS):
             if name.startswith(result_table_prefix(execution_id)):
                 await self._drop(row, prefix, RESULTS, name)
@@ -72,7 +68,7 @@ class ExecutionPurge:
         """Deletes the table's files of this execution and drops it with purge, unless it is
         another execution's table or gone already."""
         execution_id = row["execution_id"]
-        try:
+        with on_table(name):
             loaded = await self._catalog.load_table(prefix, (namespace,), name)
             metadata = loaded["metadata"]
             if metadata.get("properties", {}).get(EXECUTION_ID) != execution_id:
@@ -80,16 +76,6 @@ class ExecutionPurge:
             folder = data_folder(metadata["location"], execution_id, warehouse_root(row))
             await asyncio.to_thread(self._delete_uncommitted, loaded, folder, row["endpoint"])
             await self._catalog.drop_table(prefix, (namespace,), name)
-        except CatalogError as exc:
-            if exc.status == 404:  # never created, or dropped meanwhile (by its unit, say)
-                return
-            raise WorkFailed(f"the catalog refused table {name}: {exc}") from exc
-        except CatalogUnavailable as exc:
-            raise WorkFailed(str(exc)) from exc
-        except (UnsafeLocation, EndpointRefused) as exc:
-            raise WorkFailed(f"table {name}: {exc}") from exc
-        except OSError as exc:
-            raise WorkFailed(f"storage refused deleting under table {name}: {exc}") from exc
 
     def _delete_uncommitted(self, loaded: dict[str, Any], folder: str, endpoint: str) -> None:
         """Deletes folder with the table's vended credentials; without any (a catalog that

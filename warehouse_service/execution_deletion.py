@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
+
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, failed_precondition, not_found
 from texera.lake.v1 import execution_service_pb2, execution_service_pb2_grpc
 from warehouse_service import memberships, records, retention_store
-from warehouse_service.db import Database, present
+from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role, require
 from warehouse_service.validation import check_identifier
 
@@ -36,10 +38,7 @@ class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServi
         check_identifier(violations, request.execution_id, "execution_id")
         violations.raise_if_any()
         async with self._db.transaction() as connection:
-            row = await connection.fetchrow(
-                "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE",
-                request.execution_id,
-            )
+            row = await retention_store.execution_for_update(connection, request.execution_id)
             if row is None:
                 raise not_found(Resource.EXECUTION, request.execution_id)
             role = await memberships.role_on(connection, row["warehouse_id"], user)
@@ -50,14 +49,12 @@ class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServi
             if row["deleted_at"] is None:
                 await self._delete(connection, row)
             row = present(
-                await connection.fetchrow(
-                    "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
-                )
+                await retention_store.execution_for_update(connection, request.execution_id)
             )
         return execution_service_pb2.DeleteExecutionResponse(execution=records.execution(row, []))
 
     @staticmethod
-    async def _delete(connection: Any, row: Any) -> None:
+    async def _delete(connection: Connection, row: asyncpg.Record) -> None:
         execution_id = row["execution_id"]
         if row["state"] not in retention_store.ENDED:
             error = failed_precondition(
@@ -67,9 +64,9 @@ class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServi
             )
             error.metadata["execution_state"] = row["state"]
             raise error
-        warehouse_state = await connection.fetchval(
-            "SELECT state FROM warehouses WHERE warehouse_id = $1 FOR SHARE", row["warehouse_id"]
-        )
+        warehouse_state = await retention_store.warehouse_state(connection, row["warehouse_id"])
+        if warehouse_state in ("DELETING", "DELETED"):  # its executions are gone with it
+            raise not_found(Resource.EXECUTION, execution_id)
         if warehouse_state != "ACTIVE":
             raise failed_precondition(
                 f"warehouse {row['warehouse_id']} is {warehouse_state.lower()}; its executions "

@@ -23,13 +23,13 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RUNTIME_STATS, execution_table
 from lake_tables.orphans import expiry_commit, orphans, referenced_files, superseded_snapshots
-from lake_tables.uncommitted import UnsafeLocation, checked_location
-from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
+from lake_tables.uncommitted import checked_location
+from service_runtime.endpoint_guard import EndpointGuard
 from warehouse_service import retention_store
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.db import Database
-from warehouse_service.queue_worker import WorkFailed
 from warehouse_service.table_storage import storage_properties, warehouse_root
+from warehouse_service.table_work import on_table, warehouse_prefix
 
 log = logging.getLogger("warehouse_service.maintenance")
 
@@ -49,12 +49,7 @@ class TableMaintenance:
         execution_id = row["execution_id"]
         async with self._db.connection() as connection:
             outputs = await retention_store.output_tables(connection, execution_id)
-        try:
-            prefix = await self._catalog.prefix(row["catalog_warehouse_name"])
-        except CatalogError as exc:
-            raise WorkFailed(f"the catalog refused: {exc}") from exc
-        except CatalogUnavailable as exc:
-            raise WorkFailed(str(exc)) from exc
+        prefix = await warehouse_prefix(self._catalog, row)
         for namespace in (RUNTIME_STATS, CONSOLE_LOGS):
             await self._tend(row, prefix, namespace, execution_table(execution_id), expire=True)
         for namespace, name in outputs:
@@ -63,7 +58,7 @@ class TableMaintenance:
     async def _tend(
         self, row: asyncpg.Record, prefix: str, namespace: str, name: str, *, expire: bool
     ) -> None:
-        try:
+        with on_table(name):
             loaded = await self._catalog.load_table(prefix, (namespace,), name)
             metadata = loaded["metadata"]
             if metadata.get("properties", {}).get(EXECUTION_ID) != row["execution_id"]:
@@ -76,25 +71,15 @@ class TableMaintenance:
                 )
                 loaded = {**loaded, **committed}
             removed = await asyncio.to_thread(self._sweep, loaded, location, row["endpoint"])
-        except CatalogError as exc:
-            if exc.status == 404:  # never created (nothing was logged), or dropped meanwhile
-                return
-            raise WorkFailed(f"the catalog refused table {name}: {exc}") from exc
-        except CatalogUnavailable as exc:
-            raise WorkFailed(str(exc)) from exc
-        except (UnsafeLocation, EndpointRefused) as exc:
-            raise WorkFailed(f"table {name}: {exc}") from exc
-        except OSError as exc:
-            raise WorkFailed(f"storage refused under table {name}: {exc}") from exc
-        log.info(
-            "table maintained",
-            extra={
-                "execution_id": row["execution_id"],
-                "table": f"{namespace}.{name}",
-                "expired_snapshots": len(superseded),
-                "removed_files": removed,
-            },
-        )
+            log.info(
+                "table maintained",
+                extra={
+                    "execution_id": row["execution_id"],
+                    "table": f"{namespace}.{name}",
+                    "expired_snapshots": len(superseded),
+                    "removed_files": removed,
+                },
+            )
 
     def _sweep(self, loaded: dict[str, Any], location: str, endpoint: str) -> int:
         """Deletes the unreferenced files under location older than the margin; how many.

@@ -37,6 +37,21 @@ async def mark_deleted(connection: Connection, execution_ids: Sequence[str]) -> 
     return marked
 
 
+async def execution_for_update(connection: Connection, execution_id: str) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await connection.fetchrow(
+        "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", execution_id
+    )
+    return row
+
+
+async def warehouse_state(connection: Connection, warehouse_id: uuid.UUID) -> str:
+    """The warehouse's state, held FOR SHARE so that archive and delete wait for the caller."""
+    state: str = await connection.fetchval(
+        "SELECT state FROM warehouses WHERE warehouse_id = $1 FOR SHARE", warehouse_id
+    )
+    return state
+
+
 async def due_by_policy(connection: Connection, limit: int) -> list[str]:
     """Up to limit ended, undeleted executions of active warehouses that their warehouse's
     policy says to delete: ended longer ago than max_age, or not among the newest keep_last

@@ -27,9 +27,10 @@ if _version_not_supported:
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def __init__(self, channel):
@@ -72,9 +73,10 @@ class ExecutionServiceStub:
 
 class ExecutionServiceServicer:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def SubmitExecution(self, request, context):
@@ -179,9 +181,10 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ExecutionService:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @staticmethod

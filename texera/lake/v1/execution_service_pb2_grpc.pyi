@@ -28,9 +28,10 @@ GRPC_VERSION: str
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @_typing.overload
@@ -74,9 +75,10 @@ class ExecutionServiceStub:
 @_typing.type_check_only
 class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -116,9 +118,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
 
 class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @_abc_1.abstractmethod
