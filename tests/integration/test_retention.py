@@ -405,19 +405,23 @@ def test_a_bad_execution_id_is_refused_naming_the_field(lake: Lake, execution_id
     assert bad_fields(error) == {"execution_id"}
 
 
-def test_deleting_from_the_command_line(lake: Lake) -> None:
-    execution_id = lake.stage()
-    printed = subprocess.run(
+def cli(lake: Lake, *args: str) -> str:
+    return subprocess.run(
         [
             str(BIN / "texera-lake"),
             *("--state-dir", str(lake.stack.state_dir), "--user", lake.owner.user_id),
-            *("execution", "delete", execution_id),
+            *args,
         ],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     ).stdout
+
+
+def test_deleting_from_the_command_line(lake: Lake) -> None:
+    execution_id = lake.stage()
+    printed = cli(lake, "execution", "delete", execution_id)
     assert f"execution {execution_id} deleted at" in printed
     assert lake.owner.get(execution_id).HasField("delete_time")
 
@@ -540,6 +544,15 @@ def test_the_policy_is_the_owners_to_set_and_its_members_to_read(lake: Lake) -> 
     assert bad_fields(bad) == {"policy.max_age"}
     bad = refused(lambda: lake.owner.set_policy(lake.warehouse_id, "state", keep_last=1))
     assert bad_fields(bad) == {"update_mask.paths[0]"}
+
+
+def test_the_policy_from_the_command_line(policy_lake: Lake) -> None:
+    lake = policy_lake
+    printed = cli(lake, "retention", "set", lake.warehouse_id, "--keep-last", "7")
+    assert "maximum age no limit; keep the newest 7 per workflow" in printed
+    cli(lake, "retention", "set", lake.warehouse_id, "--max-age-days", "30")
+    printed = cli(lake, "retention", "get", lake.warehouse_id)
+    assert "maximum age 30 days; keep the newest 7 per workflow" in printed
 
 
 # Maintenance -----------------------------------------------------------------------------
