@@ -1,5 +1,5 @@
 """Deleting executions, retention policies and table maintenance, on a stack of their own
-(the last test kills its registry).
+(the last tests kill its registry and start it again).
 
 No Spark here: each execution's tables are made as a computing unit makes them (a result
 table, a runtime_stats table appended several times, a console_logs table), by a unit that
@@ -10,6 +10,7 @@ lease is long, so a RUNNING execution stays running. Users call through the gate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -151,6 +152,7 @@ class Lake:
     bucket: str
     unit_id: str
     catalog: RestCatalog
+    catalog_warehouse_id: str
 
     def stage(
         self,
@@ -262,6 +264,7 @@ def lake(own_stack: Stack) -> Lake:
         grant.bucket,
         unit_id,
         catalog,
+        warehouse.catalog_warehouse_id,
     )
 
 
@@ -462,6 +465,7 @@ def policy_lake(lake: Lake) -> Lake:
         grant.bucket,
         lake.unit_id,
         rest_catalog(lake.stack, f"texera-{warehouse.warehouse_id}"),
+        warehouse.catalog_warehouse_id,
     )
 
 
@@ -604,50 +608,97 @@ def test_maintenance_expires_telemetry_snapshots_and_removes_orphans_only(lake: 
     assert len(removed) == TELEMETRY_APPENDS - 1
 
 
-# A registry killed midway (last: it kills this stack's registry) -------------------------
+# A registry killed midway -----------------------------------------------------------------
 
 
-def _dropped(stack: Stack, table_name: str) -> bool:
-    """Whether the catalog's traffic records the table dropped."""
+def _recorded(stack: Stack, method: str, table_name: str, status: int, action: str = "") -> bool:
+    """Whether the catalog's traffic records that call on the table (a commit with an update
+    of that action, if one is given), answered with status."""
     traffic = catalog_traffic(stack.state_dir)
     return any(
-        entry["method"] == "DELETE"
+        entry["method"] == method
         and entry["path"].endswith(f"/tables/{table_name}")
-        and entry["response"]["status"] == 204
+        and entry["response"]["status"] == status
+        and (
+            not action
+            or action
+            in [u.get("action") for u in (entry["request"]["body"] or {}).get("updates", [])]
+        )
         for entry in map(json.loads, traffic.read_text().splitlines())
     )
+
+
+@contextlib.contextmanager
+def slow_catalog(lake: Lake) -> Iterator[None]:
+    """Every catalog call about the warehouse takes two seconds: a kill lands between two."""
+    fault = f"{lake.stack.catalog_url}/dev/v1/warehouse/{lake.catalog_warehouse_id}/fault"
+    requests.put(fault, json={"delay-seconds": 2.0}, timeout=30).raise_for_status()
+    try:
+        yield
+    finally:
+        requests.delete(fault, timeout=30).raise_for_status()
+
+
+def kill_registry_once(lake: Lake, happened: Callable[[], bool], what: str) -> None:
+    """Kills the registry as soon as happened(), while the catalog is slow."""
+    eventually(happened, what, timeout=120)
+    lake.stack.kill("warehouse-service")
 
 
 def test_a_registry_killed_midway_through_a_delete_leaves_it_to_the_next(lake: Lake) -> None:
     stack = lake.stack
     execution_id = lake.stage()
     keys = lake.table_keys(execution_id)
-    catalog_id = lake.owner.registry.call(
-        lake.owner.registry.warehouses.GetWarehouse,
-        warehouse_service_pb2.GetWarehouseRequest(warehouse_id=lake.warehouse_id),
-    ).warehouse.catalog_warehouse_id
-    fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
-    # Every catalog call about the warehouse takes a while: the kill lands between drops.
-    requests.put(fault, json={"delay-seconds": 2.0}, timeout=30).raise_for_status()
-    try:
+    with slow_catalog(lake):
         lake.owner.delete(execution_id)
-        eventually(
-            lambda: _dropped(stack, result_table(execution_id, "op")),
+        kill_registry_once(
+            lake,
+            lambda: _recorded(stack, "DELETE", result_table(execution_id, "op"), 204),
             "the result table dropped",
-            timeout=120,
         )
-        stack.kill("warehouse-service")
-    finally:
-        requests.delete(fault, timeout=30).raise_for_status()
 
     row = ledger_row(stack, execution_id)
     assert row["deleted_at"] is not None
     assert row["cleanup_state"] == "PENDING"
     assert lake.catalog.table_exists((RUNTIME_STATS, execution_table(execution_id)))
 
-    stack.start_part("registry-after-crash", "warehouse_service")
+    stack.resume("warehouse-service")
     eventually(
         lambda: ledger_row(stack, execution_id)["cleanup_state"] == "DONE",
-        "the next registry finished the delete",
+        "the registry, started again, finished the delete",
     )
     assert_gone(lake, execution_id, keys)
+    assert lake.owner.get(execution_id).cleanup_state == EX.CLEANUP_STATE_DONE
+
+
+def test_a_registry_killed_midway_through_maintenance_leaves_it_to_the_next(lake: Lake) -> None:
+    stack = lake.stack
+    planted: list[str] = []
+    with contextlib.ExitStack() as slow:
+
+        def before_end(execution_id: str) -> None:
+            result_key, _, _ = lake.table_keys(execution_id)
+            planted.append(_plant(lake, result_key, "lost.parquet"))
+            slow.enter_context(slow_catalog(lake))
+
+        execution_id = lake.stage(before_end=before_end)
+        stats = (RUNTIME_STATS, execution_table(execution_id))
+        # Killed once the telemetry's snapshots are expired, before the result table is swept.
+        kill_registry_once(
+            lake,
+            lambda: _recorded(stack, "POST", stats[1], 200, "remove-snapshots"),
+            "the telemetry snapshots expired",
+        )
+    row = ledger_row(stack, execution_id)
+    assert row["maintenance_state"] == "PENDING"
+    assert planted[0] in bucket_keys(stack, lake.bucket)
+    assert len(lake.catalog.load_table(stats).snapshots()) == 1
+
+    stack.resume("warehouse-service")
+    eventually(
+        lambda: ledger_row(stack, execution_id)["maintenance_state"] == "DONE",
+        "the registry, started again, finished the maintenance",
+    )
+    assert planted[0] not in bucket_keys(stack, lake.bucket)
+    assert len(lake.catalog.load_table(stats).snapshots()) == 1
+    assert len(lake.owner.results.rows(execution_id, "op")) == 10
