@@ -133,6 +133,15 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
             now.GetCurrentTime()
             yield es.WatchExecutionResponse(execution=execution, event_time=now)
 
+    async def DeleteExecution(
+        self, request: es.DeleteExecutionRequest, context: Any
+    ) -> es.DeleteExecutionResponse:
+        # The ledger owns deletion; the gateway sends it to the registry, never to a unit.
+        raise ServiceError(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "DeleteExecution is served by the registry; call it through the gateway",
+        )
+
     async def CancelExecution(
         self, request: es.CancelExecutionRequest, context: Any
     ) -> es.CancelExecutionResponse:

@@ -471,9 +471,14 @@ class Stack:
         self._part(part).stop()
 
     def resume(self, part: str) -> None:
-        """Starts an interrupted part again, with its data as it was."""
+        """Starts an interrupted (or killed) part again, with its data as it was: "postgres",
+        "dev-catalog", or one of the services, on its own port."""
         old = self._part(part)
-        new = self.postgres.start() if part == "postgres" else self._start_catalog()
+        services = {spec.name: spec for spec in SERVICES}
+        if part in services:
+            new = self._start_service(services[part])
+        else:
+            new = self.postgres.start() if part == "postgres" else self._start_catalog()
         self._processes[self._processes.index(old)] = new
 
     def pid(self, part: str) -> int:

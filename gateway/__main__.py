@@ -54,12 +54,13 @@ class Gateway:
         settings = self.settings
         reader = RegistryReader(settings.registry_target)
         units = UnitDirectory(reader.channel, self.tokens)
+        warehouses = Backend(settings.warehouse_target)
         self._parts = Parts(
-            warehouses=Backend(settings.warehouse_target),
+            warehouses=warehouses,
             results=Backend(settings.result_target),
             units=units,
             reader=reader,
-            executions=ExecutionRoutes(units, reader),
+            executions=ExecutionRoutes(units, reader, warehouses),
         )
         self._refreshing = asyncio.create_task(self._refresh_units())
 

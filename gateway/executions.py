@@ -8,8 +8,9 @@ submission is idempotent, it is asked for once more. Get, Watch and Cancel go
 to the unit running the execution, found through the registry with the
 caller's token (which is also the owner check: only the execution's owner). When that
 unit is gone, the registry's record answers: it is final once the unit's lease
-has lapsed and the registry has failed what the unit ran. Listing reads the
-registry's ledger directly, with the caller's token.
+has lapsed and the registry has failed what the unit ran; a deleted execution's tombstone
+is the registry's alone. Listing reads the registry's ledger directly, with the caller's
+token, and deleting goes to the registry, which serves DeleteExecution itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import grpc
 
 from catalog_map.registry import RegistryReader
+from gateway.forwarding import Backend
 from gateway.policy import REPEATABLE, may_repeat
 from gateway.units import UnitDirectory
 from lake_client.executions import TERMINAL
@@ -53,9 +55,10 @@ def _unit_gone(execution: execution_pb2.Execution) -> ServiceError:
 
 
 class ExecutionRoutes:
-    def __init__(self, units: UnitDirectory, registry: RegistryReader) -> None:
+    def __init__(self, units: UnitDirectory, registry: RegistryReader, ledger: Backend) -> None:
         self._units = units
         self._registry = registry
+        self._ledger = ledger
         self._acquire = registry_service_pb2_grpc.RegistryServiceStub(
             registry.channel
         ).AcquireComputingUnit
@@ -100,7 +103,7 @@ class ExecutionRoutes:
         record of the execution."""
         execution = await self._where(execution_id)
         unit = self._units.find(execution.computing_unit_id)
-        if unit is not None:
+        if unit is not None and not execution.HasField("delete_time"):
             try:
                 answer = await self._units.backend(unit).unary(
                     SERVICE + method, request, retry=may_repeat(RULES[method], None)
@@ -134,7 +137,7 @@ class ExecutionRoutes:
     ) -> AsyncIterator[bytes | es.WatchExecutionResponse]:
         execution = await self._where(es.WatchExecutionRequest.FromString(request).execution_id)
         unit = self._units.find(execution.computing_unit_id)
-        if unit is not None:
+        if unit is not None and not execution.HasField("delete_time"):
             async for message in self._units.backend(unit).stream(
                 SERVICE + "WatchExecution",
                 request,
@@ -150,4 +153,9 @@ class ExecutionRoutes:
         listed = await self._registry.list_executions(es.ListExecutionsRequest.FromString(request))
         return es.ListExecutionsResponse(
             executions=listed.executions, next_page_token=listed.next_page_token
+        )
+
+    async def DeleteExecution(self, request: bytes, context: Any) -> bytes:
+        return await self._ledger.unary(
+            SERVICE + "DeleteExecution", request, retry=may_repeat(RULES["DeleteExecution"], None)
         )

@@ -2,7 +2,9 @@
 
 Reads may always be repeated, and so may archive and restore (moving to the
 state a warehouse is in is a no-op), sharing and unsharing (granting a role held, or
-taking back one not held, is a no-op). A create, rotation or submission may when
+taking back one not held, is a no-op), deleting an execution (deleting it again returns its
+tombstone) and setting a retention policy (setting the same again changes nothing). A
+create, rotation or submission may when
 the caller made it idempotent with a request_id (or, for a submission, chose the
 execution id), a delete when it allows the resource to be missing (AIP-135):
 otherwise a repeat after a lost answer would report NOT_FOUND for what
@@ -50,6 +52,11 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "ListExecutions": Repeat.ALWAYS,
         "WatchExecution": Repeat.ALWAYS,
         "CancelExecution": Repeat.ALWAYS,
+        "DeleteExecution": Repeat.ALWAYS,
+    },
+    "texera.lake.v1.RetentionService": {
+        "GetRetentionPolicy": Repeat.ALWAYS,
+        "UpdateRetentionPolicy": Repeat.ALWAYS,
     },
     "texera.lake.v1.ResultService": {
         "ListResults": Repeat.ALWAYS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2
 
-from gateway.service import EXECUTIONS, RESULTS, UNITS, WAREHOUSES
+from gateway.service import EXECUTIONS, RESULTS, RETENTION, UNITS, WAREHOUSES
 from gateway.units import UnitDirectory
 
 #: How long a backend may take to answer its health check.
@@ -39,6 +39,7 @@ async def readiness(
     return {
         WAREHOUSES.full_name: warehouses_up,
         UNITS.full_name: warehouses_up,
+        RETENTION.full_name: warehouses_up,
         RESULTS.full_name: registry_up and await serving(results),
         EXECUTIONS.full_name: registry_up and units.loaded,
     }

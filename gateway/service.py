@@ -3,9 +3,9 @@
 Every method takes the request as the bytes the caller sent and answers with
 the bytes a backend sent (or, where the gateway answers itself, a message).
 Before anything is forwarded, the caller has been authenticated (the server
-interceptor) and counted against its rate limit. WarehouseService and
-ComputingUnitService go to the warehouse service (the registry), ResultService
-to the result service, ExecutionService to computing units (see executions).
+interceptor) and counted against its rate limit. WarehouseService,
+ComputingUnitService and RetentionService go to the warehouse service (the registry),
+ResultService to the result service, ExecutionService to computing units (see executions).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from texera.lake.v1 import (
     computing_unit_service_pb2,
     execution_service_pb2,
     result_service_pb2,
+    retention_service_pb2,
     warehouse_service_pb2,
 )
 
@@ -39,7 +40,8 @@ WAREHOUSES = warehouse_service_pb2.DESCRIPTOR.services_by_name["WarehouseService
 EXECUTIONS = execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"]
 RESULTS = result_service_pb2.DESCRIPTOR.services_by_name["ResultService"]
 UNITS = computing_unit_service_pb2.DESCRIPTOR.services_by_name["ComputingUnitService"]
-PUBLIC_SERVICES = (WAREHOUSES, UNITS, EXECUTIONS, RESULTS)
+RETENTION = retention_service_pb2.DESCRIPTOR.services_by_name["RetentionService"]
+PUBLIC_SERVICES = (WAREHOUSES, UNITS, EXECUTIONS, RESULTS, RETENTION)
 
 Behavior = Callable[[bytes, Any], Any]
 
@@ -167,4 +169,5 @@ def public_bindings(
         binding(UNITS, partial(forwarding, warehouses), admission),
         binding(EXECUTIONS, partial(_routed, executions), admission),
         binding(RESULTS, partial(forwarding, results), admission),
+        binding(RETENTION, partial(forwarding, warehouses), admission),
     ]

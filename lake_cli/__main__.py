@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 
 from embedded_stack.secrets import JWT_SECRET_FILE
-from lake_cli import dev, executions, results, units, usage, warehouses
+from lake_cli import dev, executions, results, retention, units, usage, warehouses
 from lake_cli.connection import CliError, Connection, read_state, stack_endpoints
 from lake_cli.render import error_text
 from service_runtime.auth import mint_token
@@ -57,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     executions.add_commands(commands)
     results.add_commands(commands)
     usage.add_commands(commands)
+    retention.add_commands(commands)
     dev.add_commands(commands)
     return root
 

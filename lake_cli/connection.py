@@ -23,6 +23,7 @@ from texera.lake.v1 import (
     computing_unit_service_pb2_grpc,
     execution_service_pb2_grpc,
     result_service_pb2_grpc,
+    retention_service_pb2_grpc,
     warehouse_service_pb2_grpc,
 )
 
@@ -89,6 +90,10 @@ class Connection:
     @property
     def executions(self) -> execution_service_pb2_grpc.ExecutionServiceStub:
         return execution_service_pb2_grpc.ExecutionServiceStub(self.channel)
+
+    @property
+    def retention(self) -> retention_service_pb2_grpc.RetentionServiceStub:
+        return retention_service_pb2_grpc.RetentionServiceStub(self.channel)
 
     @property
     def results(self) -> result_service_pb2_grpc.ResultServiceStub:

@@ -1,4 +1,5 @@
-"""`texera-lake submit | watch | cancel | executions`: run workflows and follow them."""
+"""`texera-lake submit | watch | cancel | executions | execution delete`: run workflows,
+follow them, and delete what they left."""
 
 from __future__ import annotations
 
@@ -107,6 +108,20 @@ def cancel(connection: Connection, args: argparse.Namespace) -> None:
     print(as_json(execution))
 
 
+def delete(connection: Connection, args: argparse.Namespace) -> None:
+    """Deletes an ended execution: its result, statistics and console log tables and files."""
+    execution = connection.executions.DeleteExecution(
+        es.DeleteExecutionRequest(execution_id=args.execution_id),
+        metadata=connection.metadata,
+        timeout=60,
+    ).execution
+    done = execution.cleanup_state == execution_pb2.CLEANUP_STATE_DONE
+    print(
+        f"execution {execution.execution_id} deleted at {execution.delete_time.ToJsonString()}; "
+        + ("its tables are gone" if done else "its tables are being dropped")
+    )
+
+
 def list_executions(connection: Connection, args: argparse.Namespace) -> None:
     """Lists your executions, newest first."""
     listed = connection.executions.ListExecutions(
@@ -152,3 +167,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--warehouse", default="", help="only this warehouse's")
     listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     listing.set_defaults(run=list_executions)
+    group = commands.add_parser("execution", help="manage one execution")
+    actions = group.add_subparsers(dest="action", required=True)
+    deleting = actions.add_parser("delete", help=delete.__doc__)
+    deleting.add_argument("execution_id")
+    deleting.set_defaults(run=delete)

@@ -23,10 +23,15 @@ class UnsafeLocation(ValueError):
 
 def data_folder(table_location: str, execution_id: str, warehouse_root: str = "") -> str:
     """``<table location>/data/<execution id>``, once both are known to be what they claim:
-    an id of the ledger's form, a plain ``s3://bucket/path`` location without ``.`` or ``..``
-    segments, and (when warehouse_root is given) a location inside that root."""
+    an id of the ledger's form, and a location as checked_location accepts."""
     if not IDENTIFIER.fullmatch(execution_id):
         raise UnsafeLocation(f"{execution_id!r} is not an execution id")
+    return f"{checked_location(table_location, warehouse_root)}/data/{execution_id}"
+
+
+def checked_location(table_location: str, warehouse_root: str = "") -> str:
+    """table_location as ``s3://bucket/path``, once it is a plain S3 location without ``.``
+    or ``..`` segments and (when warehouse_root is given) inside that root."""
     parts = urlsplit(table_location)
     path = parts.path.rstrip("/")
     if (
@@ -42,7 +47,7 @@ def data_folder(table_location: str, execution_id: str, warehouse_root: str = ""
     location = f"s3://{parts.netloc}{path}"
     if warehouse_root and not location.startswith(warehouse_root.rstrip("/") + "/"):
         raise UnsafeLocation(f"table location {table_location!r} is outside {warehouse_root}")
-    return f"{location}/data/{execution_id}"
+    return location
 
 
 def delete_folder(io_properties: dict[str, str], folder: str) -> None:

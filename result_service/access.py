@@ -102,7 +102,16 @@ class ResultAccess:
             return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     async def resolve(self, execution_id: str) -> Resolved:
+        """The execution and its warehouse's binding; NOT_FOUND (EXECUTION_DELETED) for a
+        deleted execution, whose tables are gone or going."""
         response = await self._registry.resolve_execution(execution_id)
+        if response.execution.HasField("delete_time"):
+            raise ServiceError(
+                grpc.StatusCode.NOT_FOUND,
+                f"execution {execution_id} was deleted; its results, statistics and console "
+                "messages are gone",
+                reason="EXECUTION_DELETED",
+            )
         return Resolved(response.execution, response.binding)
 
     async def catalog(self, resolved: Resolved) -> Catalog:

@@ -5,22 +5,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from functools import partial
 
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from unit_launcher.factory import launcher_named
-from warehouse_service.cleaner import ExecutionCleaner
+from warehouse_service.cleaner import ExecutionPurge
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing
+from warehouse_service.execution_deletion import ExecutionDeletionServicer
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
+from warehouse_service.maintenance import TableMaintenance
+from warehouse_service.queue_worker import QueueWorker
+from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.usage_meter import UsageMeter
 from warehouse_service.warehouses import WarehouseServicer
+from warehouse_service.work_queue import Queue
 
 
 def build() -> ServiceProcess:
@@ -43,16 +49,29 @@ def build() -> ServiceProcess:
         default_memory_mib=settings.unit_default_memory_mib,
     )
     guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
-    cleaner = ExecutionCleaner(
+    queue_worker = partial(
+        QueueWorker,
         db,
-        catalog,
-        guard,
-        Pacing(settings.cleanup_interval_seconds, settings.cleanup_max_backoff_seconds),
+        interval_seconds=settings.cleanup_interval_seconds,
+        max_backoff_seconds=settings.cleanup_max_backoff_seconds,
+        hold_seconds=settings.cleanup_hold_seconds,
     )
+    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(catalog, guard))
+    maintainer = queue_worker(
+        Queue.MAINTENANCE,
+        TableMaintenance(db, catalog, guard, margin_seconds=settings.orphan_margin_seconds),
+        settled_seconds=settings.orphan_margin_seconds,
+    )
+    retention = RetentionLoop(db, interval_seconds=settings.retention_interval_seconds)
     meter = UsageMeter(
         db,
         catalog,
-        Pacing(settings.usage_interval_seconds, settings.usage_max_backoff_seconds, batch=50),
+        Pacing(
+            settings.usage_interval_seconds,
+            settings.usage_max_backoff_seconds,
+            batch=50,
+            hold_seconds=settings.cleanup_hold_seconds,
+        ),
     )
     background: list[asyncio.Task[None]] = []
 
@@ -65,6 +84,8 @@ def build() -> ServiceProcess:
         background.append(asyncio.create_task(supervisor.watch_forever()))
         background.append(asyncio.create_task(cleaner.run_forever()))
         background.append(asyncio.create_task(meter.run_forever()))
+        background.append(asyncio.create_task(maintainer.run_forever()))
+        background.append(asyncio.create_task(retention.run_forever()))
 
     async def stop() -> None:
         for task in background:
@@ -102,6 +123,9 @@ def build() -> ServiceProcess:
                 )
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
+            # Only DeleteExecution: the base class answers UNIMPLEMENTED for the units' methods.
+            ServiceBinding.of(ExecutionDeletionServicer(db)),  # type: ignore[abstract]
+            ServiceBinding.of(RetentionServicer(db)),
         ],
         on_start=start,
         on_stop=stop,

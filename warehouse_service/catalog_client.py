@@ -330,6 +330,12 @@ class CatalogClient:
             "DELETE", self._table_url(prefix, namespace, table), params={"purgeRequested": "true"}
         )
 
+    async def commit_table(
+        self, prefix: str, namespace: tuple[str, ...], table: str, commit: dict[str, Any]
+    ) -> Any:
+        """Commits requirements and updates (a CommitTableRequest); the CommitTableResponse."""
+        return await self._request("POST", self._table_url(prefix, namespace, table), json=commit)
+
     async def drop_namespace(self, prefix: str, namespace: tuple[str, ...]) -> None:
         await self._request("DELETE", self._namespace_url(prefix, namespace))
 

@@ -1,176 +1,85 @@
-"""The cleanup of failed and cancelled executions, worked from the ledger until done.
+"""The cleanup queue's work (see work_queue): what failed and cancelled executions leave
+behind, and every table of a deleted execution.
 
-The ledger marks an execution's cleanup PENDING in the statement that ends it
-FAILED or CANCELLED, whoever ended it: its unit, the unit's restart, the lease
-sweep (migration 0003). Every replica of the registry runs a cleaner; each
-claims due rows for a while, so that two never work one at once. For each
-execution it
-- finds its result tables: names in `results` that start as the execution's do,
-  whose properties name the execution (so also tables a crashed unit created
-  and never reported);
-- deletes the files under ``<table location>/data/<execution id>/`` (written and
-  maybe never committed) with the credentials the catalog vends for the table,
-  once the location is known to lie inside the warehouse, on the warehouse's
-  registered storage endpoint (checked like any user-given endpoint);
+The ledger marks an execution's cleanup PENDING in the statement that ends it FAILED or
+CANCELLED, whoever ended it (migration 0003), and in the one that deletes it
+(DeleteExecution or the retention loop, migration 0006). For each execution it
+- finds its tables: in `results`, names that start as the execution's do, whose properties
+  name the execution (so also tables a crashed unit created and never reported); for a
+  deleted execution also its `runtime_stats` and `console_logs` tables;
+- deletes the files under ``<table location>/data/<execution id>/`` (written and maybe never
+  committed), reached as table_storage says;
 - drops the table with purge through the Iceberg REST catalog.
-Then it records DONE, and the execution lists no outputs. A failed attempt is
-recorded with its error and retried after a doubling backoff. A warehouse
-being deleted takes its tables with it: nothing is left to do there.
-Statistics and console messages are kept: they explain the failure.
+Then the queue records DONE. Every step may be repeated: a registry that dies midway leaves
+the row PENDING, and the next claim drops what is left. Statistics and console messages of a
+failed execution are kept: they explain the failure.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import asyncpg
 
-from lake_tables.naming import EXECUTION_ID, RESULTS, result_table_prefix
-from lake_tables.uncommitted import UnsafeLocation, data_folder, delete_folder
-from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
-from warehouse_service import ledger
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.db import Database
-from warehouse_service.due_work import Pacing, failure_text, work_forever
-
-log = logging.getLogger("warehouse_service.cleaner")
-
-#: The vended storage properties the cleaner uses; the endpoint is the registered one.
-_STORAGE_KEYS = (
-    "s3.access-key-id",
-    "s3.secret-access-key",
-    "s3.session-token",
-    "s3.region",
-    "s3.path-style-access",
-    "s3.force-virtual-addressing",
+from lake_tables.naming import (
+    CONSOLE_LOGS,
+    EXECUTION_ID,
+    RESULTS,
+    RUNTIME_STATS,
+    execution_table,
+    result_table_prefix,
 )
-_GONE = ("DELETING", "DELETED")
+from lake_tables.uncommitted import data_folder, delete_folder
+from service_runtime.endpoint_guard import EndpointGuard
+from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.queue_worker import WorkFailed
+from warehouse_service.table_storage import storage_properties, warehouse_root
+from warehouse_service.table_work import on_table, warehouse_prefix
 
 
-class CleanupFailed(Exception):
-    """One attempt at an execution's cleanup failed; it is retried later."""
-
-
-class ExecutionCleaner:
-    def __init__(
-        self,
-        db: Database,
-        catalog: CatalogClient,
-        guard: EndpointGuard,
-        pacing: Pacing,
-    ) -> None:
-        self._db = db
+class ExecutionPurge:
+    def __init__(self, catalog: CatalogClient, guard: EndpointGuard) -> None:
         self._catalog = catalog
         self._guard = guard
-        self._pacing = pacing
 
-    async def run_forever(self) -> None:
-        await work_forever(self.clean_due, self._pacing, "cleanup")
-
-    async def clean_due(self) -> int:
-        """Works the cleanups that are due; how many it took."""
-        pacing = self._pacing
-        rows = await ledger.claim_cleanups(self._db, pacing.batch, pacing.hold_seconds)
-        for row in rows:
-            await self._clean_one(row)
-        return len(rows)
-
-    async def _clean_one(self, row: asyncpg.Record) -> None:
+    async def __call__(self, row: asyncpg.Record) -> None:
         execution_id = row["execution_id"]
-        try:
-            if row["warehouse_state"] not in _GONE:
-                await self._clean(row)
-        except Exception as exc:  # recorded and retried later; the other cleanups go on
-            failure = failure_text(exc, CleanupFailed)
-            log.warning(
-                "cleanup of an execution failed; retrying later",
-                exc_info=not isinstance(exc, CleanupFailed),
-                extra={
-                    "execution_id": execution_id,
-                    "attempt": row["cleanup_attempts"] + 1,
-                    "failure": failure,
-                },
-            )
-            await ledger.cleanup_failed(
-                self._db,
-                execution_id,
-                failure,
-                self._pacing.interval_seconds,
-                self._pacing.max_backoff_seconds,
-            )
+        prefix = await warehouse_prefix(self._catalog, row)
+        for name in await self._listed(prefix, RESULTS):
+            if name.startswith(result_table_prefix(execution_id)):
+                await self._drop(row, prefix, RESULTS, name)
+        if row["deleted_at"] is None:
             return
-        await ledger.cleanup_done(self._db, execution_id)
-        log.info("execution cleaned up", extra={"execution_id": execution_id})
+        for namespace in (RUNTIME_STATS, CONSOLE_LOGS):
+            await self._drop(row, prefix, namespace, execution_table(execution_id))
 
-    async def _clean(self, row: asyncpg.Record) -> None:
-        execution_id = row["execution_id"]
+    async def _listed(self, prefix: str, namespace: str) -> list[str]:
         try:
-            prefix = await self._catalog.prefix(row["catalog_warehouse_name"])
-            names = await self._catalog.tables(prefix, (RESULTS,))
+            return await self._catalog.tables(prefix, (namespace,))
         except CatalogError as exc:
-            if exc.status == 404:  # no results namespace: nothing was ever written
-                return
-            raise CleanupFailed(f"the catalog refused: {exc}") from exc
+            if exc.status == 404:  # no such namespace: nothing was ever written there
+                return []
+            raise WorkFailed(f"the catalog refused: {exc}") from exc
         except CatalogUnavailable as exc:
-            raise CleanupFailed(str(exc)) from exc
-        start = result_table_prefix(execution_id)
-        for name in names:
-            if name.startswith(start):
-                await self._drop(row, prefix, name)
+            raise WorkFailed(str(exc)) from exc
 
-    async def _drop(self, row: asyncpg.Record, prefix: str, name: str) -> None:
+    async def _drop(self, row: asyncpg.Record, prefix: str, namespace: str, name: str) -> None:
         """Deletes the table's files of this execution and drops it with purge, unless it is
-        another execution's table."""
+        another execution's table or gone already."""
         execution_id = row["execution_id"]
-        try:
-            loaded = await self._catalog.load_table(prefix, (RESULTS,), name)
+        with on_table(name):
+            loaded = await self._catalog.load_table(prefix, (namespace,), name)
             metadata = loaded["metadata"]
             if metadata.get("properties", {}).get(EXECUTION_ID) != execution_id:
                 return
-            folder = data_folder(metadata["location"], execution_id, _warehouse_root(row))
+            folder = data_folder(metadata["location"], execution_id, warehouse_root(row))
             await asyncio.to_thread(self._delete_uncommitted, loaded, folder, row["endpoint"])
-            await self._catalog.drop_table(prefix, (RESULTS,), name)
-        except CatalogError as exc:
-            if exc.status == 404:  # dropped meanwhile (by its unit, say)
-                return
-            raise CleanupFailed(f"the catalog refused table {name}: {exc}") from exc
-        except CatalogUnavailable as exc:
-            raise CleanupFailed(str(exc)) from exc
-        except (UnsafeLocation, EndpointRefused) as exc:
-            raise CleanupFailed(f"table {name}: {exc}") from exc
-        except OSError as exc:
-            raise CleanupFailed(f"storage refused deleting under table {name}: {exc}") from exc
+            await self._catalog.drop_table(prefix, (namespace,), name)
 
     def _delete_uncommitted(self, loaded: dict[str, Any], folder: str, endpoint: str) -> None:
         """Deletes folder with the table's vended credentials; without any (a catalog that
         vends none) the purge alone removes the table's location."""
-        vended = credentials_for(loaded, folder)
-        if vended is None:
-            return
-        properties = {key: vended[key] for key in _STORAGE_KEYS if key in vended}
-        if endpoint:
-            properties["s3.endpoint"] = self._guard.pinned(endpoint)
-        delete_folder(properties, folder)
-
-
-def _warehouse_root(row: asyncpg.Record) -> str:
-    key_prefix = row["key_prefix"].strip("/")
-    return f"s3://{row['bucket']}/{key_prefix}" if key_prefix else f"s3://{row['bucket']}"
-
-
-def credentials_for(loaded: dict[str, Any], folder: str) -> dict[str, str] | None:
-    """The vended storage configuration that covers folder: the storage credential with the
-    longest matching prefix, else the table's config; None when neither holds a key."""
-    covering = [
-        credential
-        for credential in loaded.get("storage-credentials") or []
-        if folder.startswith(str(credential.get("prefix", "")))
-    ]
-    if covering:
-        best = max(covering, key=lambda credential: len(str(credential.get("prefix", ""))))
-        config = best.get("config") or {}
-    else:
-        config = loaded.get("config") or {}
-    return {str(k): str(v) for k, v in config.items()} if "s3.access-key-id" in config else None
+        properties = storage_properties(loaded, folder, endpoint, self._guard)
+        if properties is not None:
+            delete_folder(properties, folder)

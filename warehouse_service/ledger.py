@@ -38,7 +38,6 @@ from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_g
 from warehouse_service import memberships, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
-from warehouse_service.due_work import retry_at
 from warehouse_service.permissions import Role
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
@@ -650,64 +649,3 @@ async def _writes_into(connection: Connection, unit_id: str, warehouse: asyncpg.
 async def _touch(connection: Connection, unit_id: str) -> None:
     """Marks a unit used now, which keeps it from being stopped as idle."""
     await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)
-
-
-# Cleanups of failed and cancelled executions (see warehouse_service.cleaner) ---------
-
-
-async def claim_cleanups(db: Database, limit: int, hold_seconds: float) -> list[asyncpg.Record]:
-    """Up to limit pending cleanups that are due, each with its warehouse; each is held for
-    hold_seconds, so that another replica of the registry does not work it meanwhile."""
-    async with db.transaction() as connection:
-        rows: list[asyncpg.Record] = await connection.fetch(
-            """
-            WITH due AS (
-                SELECT execution_id FROM executions
-                WHERE cleanup_state = 'PENDING' AND cleanup_next_at <= now()
-                ORDER BY cleanup_next_at LIMIT $1
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE executions SET cleanup_next_at = now() + make_interval(secs => $2)
-            FROM due, warehouses
-            WHERE executions.execution_id = due.execution_id
-              AND warehouses.warehouse_id = executions.warehouse_id
-            RETURNING executions.execution_id, executions.cleanup_attempts,
-                      warehouses.state AS warehouse_state, warehouses.catalog_warehouse_name,
-                      warehouses.bucket, warehouses.key_prefix, warehouses.endpoint
-            """,
-            limit,
-            hold_seconds,
-        )
-    return rows
-
-
-async def cleanup_done(db: Database, execution_id: str) -> None:
-    async with db.connection() as connection:
-        await connection.execute(
-            "UPDATE executions SET cleanup_state = 'DONE', cleaned_at = now(), "
-            "cleanup_error = '', cleanup_next_at = NULL "
-            "WHERE execution_id = $1 AND cleanup_state = 'PENDING'",
-            execution_id,
-        )
-
-
-async def cleanup_failed(
-    db: Database, execution_id: str, error: str, backoff_seconds: float, max_backoff_seconds: float
-) -> None:
-    """Records a failed attempt; the next one is due after an exponential backoff."""
-    async with db.connection() as connection:
-        await connection.execute(
-            """
-            UPDATE executions SET
-                cleanup_attempts = cleanup_attempts + 1,
-                cleanup_error = $2,
-                cleanup_next_at = """
-            + retry_at("cleanup_attempts")
-            + """
-            WHERE execution_id = $1 AND cleanup_state = 'PENDING'
-            """,
-            execution_id,
-            error[:1000],
-            backoff_seconds,
-            max_backoff_seconds,
-        )

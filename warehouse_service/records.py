@@ -124,6 +124,7 @@ def execution(row: Row, outputs: Iterable[Row]) -> execution_pb2.Execution:
         create_time=timestamp(row["created_at"]),
         start_time=timestamp(row["started_at"]),
         end_time=timestamp(row["ended_at"]),
+        delete_time=timestamp(row["deleted_at"]),
         outputs=[
             execution_pb2.ExecutionOutput(
                 operator_id=o["operator_id"],

@@ -121,8 +121,8 @@ class WarehouseServiceSettings(ServerSettings):
     cleanup_interval_seconds: float = setting(
         "CLEANUP_INTERVAL_SECONDS",
         5.0,
-        "How often the registry looks for failed or cancelled executions whose result tables "
-        "and uncommitted files are still to be removed.",
+        "How often the registry looks for due cleanups (failed, cancelled and deleted "
+        "executions' tables and files) and due maintenance of ended executions' tables.",
         scoped=True,
     )
     cleanup_max_backoff_seconds: float = setting(
@@ -144,6 +144,27 @@ class WarehouseServiceSettings(ServerSettings):
         900.0,
         "Longest wait between two attempts at reading one execution's usage (the waits double "
         "from the usage interval); it is retried until it succeeds.",
+        scoped=True,
+    )
+    cleanup_hold_seconds: float = setting(
+        "CLEANUP_HOLD_SECONDS",
+        300.0,
+        "How long a registry holds a cleanup or maintenance it took up before another replica "
+        "may take it over (how soon work a crashed replica left midway resumes).",
+        scoped=True,
+    )
+    retention_interval_seconds: float = setting(
+        "RETENTION_INTERVAL_SECONDS",
+        300.0,
+        "How often the registry applies the warehouses' retention policies (deleting the "
+        "ended executions they say to).",
+        scoped=True,
+    )
+    orphan_margin_seconds: float = setting(
+        "ORPHAN_MARGIN_SECONDS",
+        3600.0,
+        "Maintenance removes a file no snapshot references only once it is older than this, "
+        "and tends an execution's tables only once it ended longer ago than this.",
         scoped=True,
     )
     allowed_storage_endpoints: str = setting(

@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etexera/lake/v1/execution.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x04\n\tExecution\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x1f\n\x11\x63omputing_unit_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x0bworkflow_id\x18\x04 \x01(\t\x12\x1b\n\rowner_user_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x33\n\x05state\x18\x06 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionStateB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x33\n\x05\x65rror\x18\n \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionErrorB\x04\xe2\x41\x01\x03\x12\x36\n\x07outputs\x18\x0b \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutputB\x04\xe2\x41\x01\x03\x12\x39\n\x08progress\x18\x0c \x01(\x0b\x32!.texera.lake.v1.ExecutionProgressB\x04\xe2\x41\x01\x03\x12\x39\n\rcleanup_state\x18\r \x01(\x0e\x32\x1c.texera.lake.v1.CleanupStateB\x04\xe2\x41\x01\x03\"F\n\x0e\x45xecutionError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0boperator_id\x18\x03 \x01(\t\"\x89\x01\n\x0f\x45xecutionOutput\x12\x13\n\x0boperator_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12\x11\n\trow_count\x18\x04 \x01(\x03\x12\x13\n\x0bsnapshot_id\x18\x05 \x01(\x03\x12\x12\n\nfile_count\x18\x06 \x01(\x03\"\x98\x01\n\x11\x45xecutionProgress\x12\x14\n\x0cstages_total\x18\x01 \x01(\x05\x12\x18\n\x10stages_completed\x18\x02 \x01(\x05\x12\x13\n\x0btasks_total\x18\x03 \x01(\x05\x12\x17\n\x0ftasks_completed\x18\x04 \x01(\x05\x12\x14\n\x0crows_written\x18\x05 \x01(\x03\x12\x0f\n\x07\x63ommits\x18\x06 \x01(\x05*~\n\x0c\x43leanupState\x12\x1d\n\x19\x43LEANUP_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43LEANUP_STATE_NOT_NEEDED\x10\x01\x12\x19\n\x15\x43LEANUP_STATE_PENDING\x10\x02\x12\x16\n\x12\x43LEANUP_STATE_DONE\x10\x03*\xc4\x01\n\x0e\x45xecutionState\x12\x1f\n\x1b\x45XECUTION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XECUTION_STATE_QUEUED\x10\x01\x12\x1b\n\x17\x45XECUTION_STATE_RUNNING\x10\x02\x12\x1d\n\x19\x45XECUTION_STATE_SUCCEEDED\x10\x03\x12\x1a\n\x16\x45XECUTION_STATE_FAILED\x10\x04\x12\x1d\n\x19\x45XECUTION_STATE_CANCELLED\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etexera/lake/v1/execution.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x04\n\tExecution\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x1f\n\x11\x63omputing_unit_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x0bworkflow_id\x18\x04 \x01(\t\x12\x1b\n\rowner_user_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x33\n\x05state\x18\x06 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionStateB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x32\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x33\n\x05\x65rror\x18\n \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionErrorB\x04\xe2\x41\x01\x03\x12\x36\n\x07outputs\x18\x0b \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutputB\x04\xe2\x41\x01\x03\x12\x39\n\x08progress\x18\x0c \x01(\x0b\x32!.texera.lake.v1.ExecutionProgressB\x04\xe2\x41\x01\x03\x12\x39\n\rcleanup_state\x18\r \x01(\x0e\x32\x1c.texera.lake.v1.CleanupStateB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x64\x65lete_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"F\n\x0e\x45xecutionError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0boperator_id\x18\x03 \x01(\t\"\x89\x01\n\x0f\x45xecutionOutput\x12\x13\n\x0boperator_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12\x11\n\trow_count\x18\x04 \x01(\x03\x12\x13\n\x0bsnapshot_id\x18\x05 \x01(\x03\x12\x12\n\nfile_count\x18\x06 \x01(\x03\"\x98\x01\n\x11\x45xecutionProgress\x12\x14\n\x0cstages_total\x18\x01 \x01(\x05\x12\x18\n\x10stages_completed\x18\x02 \x01(\x05\x12\x13\n\x0btasks_total\x18\x03 \x01(\x05\x12\x17\n\x0ftasks_completed\x18\x04 \x01(\x05\x12\x14\n\x0crows_written\x18\x05 \x01(\x03\x12\x0f\n\x07\x63ommits\x18\x06 \x01(\x05*~\n\x0c\x43leanupState\x12\x1d\n\x19\x43LEANUP_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43LEANUP_STATE_NOT_NEEDED\x10\x01\x12\x19\n\x15\x43LEANUP_STATE_PENDING\x10\x02\x12\x16\n\x12\x43LEANUP_STATE_DONE\x10\x03*\xc4\x01\n\x0e\x45xecutionState\x12\x1f\n\x1b\x45XECUTION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XECUTION_STATE_QUEUED\x10\x01\x12\x1b\n\x17\x45XECUTION_STATE_RUNNING\x10\x02\x12\x1d\n\x19\x45XECUTION_STATE_SUCCEEDED\x10\x03\x12\x1a\n\x16\x45XECUTION_STATE_FAILED\x10\x04\x12\x1d\n\x19\x45XECUTION_STATE_CANCELLED\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,16 +53,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTION'].fields_by_name['progress']._serialized_options = b'\342A\001\003'
   _globals['_EXECUTION'].fields_by_name['cleanup_state']._loaded_options = None
   _globals['_EXECUTION'].fields_by_name['cleanup_state']._serialized_options = b'\342A\001\003'
-  _globals['_CLEANUPSTATE']._serialized_start=1065
-  _globals['_CLEANUPSTATE']._serialized_end=1191
-  _globals['_EXECUTIONSTATE']._serialized_start=1194
-  _globals['_EXECUTIONSTATE']._serialized_end=1390
+  _globals['_EXECUTION'].fields_by_name['delete_time']._loaded_options = None
+  _globals['_EXECUTION'].fields_by_name['delete_time']._serialized_options = b'\342A\001\003'
+  _globals['_CLEANUPSTATE']._serialized_start=1120
+  _globals['_CLEANUPSTATE']._serialized_end=1246
+  _globals['_EXECUTIONSTATE']._serialized_start=1249
+  _globals['_EXECUTIONSTATE']._serialized_end=1445
   _globals['_EXECUTION']._serialized_start=117
-  _globals['_EXECUTION']._serialized_end=696
-  _globals['_EXECUTIONERROR']._serialized_start=698
-  _globals['_EXECUTIONERROR']._serialized_end=768
-  _globals['_EXECUTIONOUTPUT']._serialized_start=771
-  _globals['_EXECUTIONOUTPUT']._serialized_end=908
-  _globals['_EXECUTIONPROGRESS']._serialized_start=911
-  _globals['_EXECUTIONPROGRESS']._serialized_end=1063
+  _globals['_EXECUTION']._serialized_end=751
+  _globals['_EXECUTIONERROR']._serialized_start=753
+  _globals['_EXECUTIONERROR']._serialized_end=823
+  _globals['_EXECUTIONOUTPUT']._serialized_start=826
+  _globals['_EXECUTIONOUTPUT']._serialized_end=963
+  _globals['_EXECUTIONPROGRESS']._serialized_start=966
+  _globals['_EXECUTIONPROGRESS']._serialized_end=1118
 # @@protoc_insertion_point(module_scope)

@@ -40,7 +40,9 @@ class _CleanupStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CleanupS
     """
 
 class CleanupState(_CleanupState, metaclass=_CleanupStateEnumTypeWrapper):
-    """The cleanup of a failed or cancelled execution's results."""
+    """The cleanup of a failed or cancelled execution's results, or of a deleted
+    execution's tables.
+    """
 
 CLEANUP_STATE_UNSPECIFIED: CleanupState.ValueType  # 0
 """Not known here: a computing unit's own view of an execution it runs."""
@@ -113,6 +115,7 @@ class Execution(_message.Message):
     OUTPUTS_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
     CLEANUP_STATE_FIELD_NUMBER: _builtins.int
+    DELETE_TIME_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Identifier, chosen by the submitter or assigned on submit. 1 to 64
     characters of letters, digits, `_` and `-`, starting with a letter or
@@ -160,6 +163,16 @@ class Execution(_message.Message):
     def progress(self) -> Global___ExecutionProgress:
         """Progress of the work. Output only."""
 
+    @_builtins.property
+    def delete_time(self) -> _timestamp_pb2.Timestamp:
+        """When the execution was deleted (ExecutionService.DeleteExecution or its
+        warehouse's retention policy); unset while it is not. A deleted
+        execution stays listed as a tombstone: it lists no outputs, its tables
+        are being dropped with their files (cleanup_state PENDING) or are gone
+        (DONE), and reading its results, statistics or console messages answers
+        NOT_FOUND (ErrorInfo reason EXECUTION_DELETED). Output only.
+        """
+
     def __init__(
         self,
         *,
@@ -176,10 +189,11 @@ class Execution(_message.Message):
         outputs: _abc.Iterable[Global___ExecutionOutput] | None = ...,
         progress: Global___ExecutionProgress | None = ...,
         cleanup_state: Global___CleanupState.ValueType = ...,
+        delete_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "end_time", b"end_time", "error", b"error", "progress", b"progress", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delete_time", b"delete_time", "end_time", b"end_time", "error", b"error", "progress", b"progress", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleanup_state", b"cleanup_state", "computing_unit_id", b"computing_unit_id", "create_time", b"create_time", "end_time", b"end_time", "error", b"error", "execution_id", b"execution_id", "outputs", b"outputs", "owner_user_id", b"owner_user_id", "progress", b"progress", "start_time", b"start_time", "state", b"state", "warehouse_id", b"warehouse_id", "workflow_id", b"workflow_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleanup_state", b"cleanup_state", "computing_unit_id", b"computing_unit_id", "create_time", b"create_time", "delete_time", b"delete_time", "end_time", b"end_time", "error", b"error", "execution_id", b"execution_id", "outputs", b"outputs", "owner_user_id", b"owner_user_id", "progress", b"progress", "start_time", b"start_time", "state", b"state", "warehouse_id", b"warehouse_id", "workflow_id", b"workflow_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -321,3 +321,51 @@ class CancelExecutionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelExecutionResponse: _TypeAlias = CancelExecutionResponse  # noqa: Y015
+
+@_typing.final
+class DeleteExecutionRequest(_message.Message):
+    """Request of ExecutionService.DeleteExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Identifier of the execution. Required."""
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteExecutionRequest: _TypeAlias = DeleteExecutionRequest  # noqa: Y015
+
+@_typing.final
+class DeleteExecutionResponse(_message.Message):
+    """Response of ExecutionService.DeleteExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution(self) -> _execution_pb2.Execution:
+        """The tombstone: delete_time set, no outputs, cleanup_state PENDING until
+        its tables and files are gone, then DONE.
+        """
+
+    def __init__(
+        self,
+        *,
+        execution: _execution_pb2.Execution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteExecutionResponse: _TypeAlias = DeleteExecutionResponse  # noqa: Y015

@@ -27,9 +27,10 @@ if _version_not_supported:
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def __init__(self, channel):
@@ -63,13 +64,19 @@ class ExecutionServiceStub:
                 request_serializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionResponse.FromString,
                 _registered_method=True)
+        self.DeleteExecution = channel.unary_unary(
+                '/texera.lake.v1.ExecutionService/DeleteExecution',
+                request_serializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutionServiceServicer:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def SubmitExecution(self, request, context):
@@ -116,6 +123,21 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteExecution(self, request, context):
+        """Deletes an ended execution: its result, runtime statistics and console
+        log tables are dropped with their files, and the execution stays as a
+        tombstone with delete_time set (served by the registry, not by units).
+        Only its submitter or the warehouse's owner may. Repeating it returns
+        the tombstone. Errors: NOT_FOUND (no such execution, or one in a
+        warehouse the caller holds no role on), PERMISSION_DENIED (ErrorInfo
+        reason WAREHOUSE_ROLE_INSUFFICIENT: neither submitter nor owner),
+        FAILED_PRECONDITION (EXECUTION_NOT_ENDED: queued or running; cancel it
+        first).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +166,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     request_deserializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionRequest.FromString,
                     response_serializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionResponse.SerializeToString,
             ),
+            'DeleteExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteExecution,
+                    request_deserializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'texera.lake.v1.ExecutionService', rpc_method_handlers)
@@ -154,9 +181,10 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ExecutionService:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @staticmethod
@@ -284,6 +312,33 @@ class ExecutionService:
             '/texera.lake.v1.ExecutionService/CancelExecution',
             texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionRequest.SerializeToString,
             texera_dot_lake_dot_v1_dot_execution__service__pb2.CancelExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.v1.ExecutionService/DeleteExecution',
+            texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionRequest.SerializeToString,
+            texera_dot_lake_dot_v1_dot_execution__service__pb2.DeleteExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

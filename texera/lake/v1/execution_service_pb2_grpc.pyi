@@ -28,9 +28,10 @@ GRPC_VERSION: str
 
 class ExecutionServiceStub:
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @_typing.overload
@@ -59,13 +60,25 @@ class ExecutionServiceStub:
     of its uncommitted output visible. Cancelling a finished execution is a
     no-op that returns it unchanged.
     """
+    DeleteExecution: _grpc.UnaryUnaryMultiCallable[_execution_service_pb2.DeleteExecutionRequest, _execution_service_pb2.DeleteExecutionResponse]
+    """Deletes an ended execution: its result, runtime statistics and console
+    log tables are dropped with their files, and the execution stays as a
+    tombstone with delete_time set (served by the registry, not by units).
+    Only its submitter or the warehouse's owner may. Repeating it returns
+    the tombstone. Errors: NOT_FOUND (no such execution, or one in a
+    warehouse the caller holds no role on), PERMISSION_DENIED (ErrorInfo
+    reason WAREHOUSE_ROLE_INSUFFICIENT: neither submitter nor owner),
+    FAILED_PRECONDITION (EXECUTION_NOT_ENDED: queued or running; cancel it
+    first).
+    """
 
 @_typing.type_check_only
 class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -91,12 +104,24 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     of its uncommitted output visible. Cancelling a finished execution is a
     no-op that returns it unchanged.
     """
+    DeleteExecution: _aio.UnaryUnaryMultiCallable[_execution_service_pb2.DeleteExecutionRequest, _execution_service_pb2.DeleteExecutionResponse]  # type: ignore[assignment]
+    """Deletes an ended execution: its result, runtime statistics and console
+    log tables are dropped with their files, and the execution stays as a
+    tombstone with delete_time set (served by the registry, not by units).
+    Only its submitter or the warehouse's owner may. Repeating it returns
+    the tombstone. Errors: NOT_FOUND (no such execution, or one in a
+    warehouse the caller holds no role on), PERMISSION_DENIED (ErrorInfo
+    reason WAREHOUSE_ROLE_INSUFFICIENT: neither submitter nor owner),
+    FAILED_PRECONDITION (EXECUTION_NOT_ENDED: queued or running; cancel it
+    first).
+    """
 
 class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs workflows. Served by computing units; the gateway routes each call to
-    the right unit. Every method is scoped to the caller: an execution in a
-    warehouse the caller neither owns nor holds a role on answers NOT_FOUND.
-    Cancelling is the submitter's.
+    the right unit, and DeleteExecution to the registry. Every method is scoped
+    to the caller: an execution in a warehouse the caller neither owns nor
+    holds a role on answers NOT_FOUND. Cancelling is the submitter's; deleting
+    the submitter's or the warehouse owner's.
     """
 
     @_abc_1.abstractmethod
@@ -149,6 +174,23 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         """Asks a queued or running execution to stop. It ends CANCELLED with none
         of its uncommitted output visible. Cancelling a finished execution is a
         no-op that returns it unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteExecution(
+        self,
+        request: _execution_service_pb2.DeleteExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_service_pb2.DeleteExecutionResponse, _abc.Awaitable[_execution_service_pb2.DeleteExecutionResponse]]:
+        """Deletes an ended execution: its result, runtime statistics and console
+        log tables are dropped with their files, and the execution stays as a
+        tombstone with delete_time set (served by the registry, not by units).
+        Only its submitter or the warehouse's owner may. Repeating it returns
+        the tombstone. Errors: NOT_FOUND (no such execution, or one in a
+        warehouse the caller holds no role on), PERMISSION_DENIED (ErrorInfo
+        reason WAREHOUSE_ROLE_INSUFFICIENT: neither submitter nor owner),
+        FAILED_PRECONDITION (EXECUTION_NOT_ENDED: queued or running; cancel it
+        first).
         """
 
 def add_ExecutionServiceServicer_to_server(servicer: ExecutionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
