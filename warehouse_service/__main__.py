@@ -13,6 +13,7 @@ from unit_launcher.factory import launcher_named
 from warehouse_service.cleaner import ExecutionCleaner
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
+from warehouse_service.execution_tokens import ExecutionTokens
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
@@ -71,7 +72,9 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="warehouse-service",
         settings=settings,
-        authenticator=mesh_authenticator(settings, MESH_AUDIENCE, with_units=True),
+        authenticator=mesh_authenticator(
+            settings, MESH_AUDIENCE, with_units=True, with_executions=True
+        ),
         services=[
             ServiceBinding.of(
                 WarehouseServicer(
@@ -92,6 +95,9 @@ def build() -> ServiceProcess:
                     heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                     lease_seconds=settings.lease_seconds,
                     supervisor=supervisor,
+                    tokens=ExecutionTokens(
+                        settings.signing_key, settings.execution_token_max_seconds
+                    ),
                 )
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
