@@ -287,12 +287,16 @@ def test_what_a_write_task_is_shipped_holds_no_catalog_token(setting: Setting) -
     assert setting.stack.catalog_token().encode() not in shipped
 
 
+#: A token the searching function holds itself, which its search must find.
+PLANTED = jwt.encode({"sub": "planted"}, "a-key-only-this-test-knows-about", algorithm="HS256")
 #: A user's function that looks for tokens wherever it can: its environment, every process's
-#: environment and command line it may read, every string reachable from its interpreter's
-#: objects, and the files under its working folder.
+#: environment and command line it may read, every string and byte string reachable from any
+#: object of its interpreter, and the files under its working folder.
 SEARCHING_UDF = r"""
 import gc, os, re
 import pyarrow as pa
+
+HELD = {"planted": "__PLANTED__"}
 
 JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}")
 
@@ -306,13 +310,18 @@ def _texts():
                     yield f.read()
             except OSError:
                 pass
-    for obj in gc.get_objects():
-        values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
-        for value in values:
-            if isinstance(value, str):
-                yield value.encode("utf-8", "replace")
-            elif isinstance(value, bytes):
-                yield value
+    seen, todo = set(), gc.get_objects()
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            yield obj.encode("utf-8", "replace")
+        elif isinstance(obj, (bytes, bytearray)):
+            yield bytes(obj)
+        else:
+            todo.extend(gc.get_referents(obj))
     seen = 0
     for folder, _, names in os.walk(os.getcwd()):
         for name in names:
@@ -333,7 +342,7 @@ def process(batches):
         scanned += 1
         found.update(m.decode() for m in JWT.findall(text))
     yield pa.RecordBatch.from_pydict({"found": [f"scanned={scanned}", *sorted(found)]})
-"""
+""".replace("__PLANTED__", PLANTED)
 
 
 def test_users_code_finds_no_catalog_token(stack: Stack) -> None:
@@ -359,8 +368,10 @@ def test_users_code_finds_no_catalog_token(stack: Stack) -> None:
     )
     found = table.scan().to_arrow()["found"].to_pylist()
     scanned = int(next(f for f in found if f.startswith("scanned=")).split("=")[1])
-    assert scanned > 1000  # the search did look
+    assert scanned > 1000
     tokens = [f for f in found if not f.startswith("scanned=")]
+    assert PLANTED in tokens  # the search finds what its process holds
+    tokens.remove(PLANTED)
     for token in tokens:
         claims = jwt.decode(token, options={"verify_signature": False})
         assert claims.get("iss") != CATALOG_ISSUER, claims
