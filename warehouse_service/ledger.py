@@ -94,6 +94,12 @@ async def _execution_readable(
     return role >= Role.READER
 
 
+def _ended(execution_id: str, state: str) -> ServiceError:
+    return failed_precondition(
+        f"execution {execution_id} already ended {state.lower()}", reason="EXECUTION_ENDED"
+    )
+
+
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
     if identity.user_id != computing_unit_id:
         raise ServiceError(
@@ -311,10 +317,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             target = state or current
             if current in records.TERMINAL_STATES:
                 if target != current:
-                    raise failed_precondition(
-                        f"execution {request.execution_id} already ended {current.lower()}",
-                        reason="EXECUTION_ENDED",
-                    )
+                    raise _ended(request.execution_id, current)
             elif target not in _TRANSITIONS[current]:
                 raise failed_precondition(
                     f"an execution cannot go from {current.lower()} to {target.lower()}",
@@ -666,10 +669,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         if row is None or row["computing_unit_id"] != request.computing_unit_id:
             raise not_found(Resource.EXECUTION, request.execution_id)
         if row["state"] in records.TERMINAL_STATES:
-            raise failed_precondition(
-                f"execution {request.execution_id} already ended {row['state'].lower()}",
-                reason="EXECUTION_ENDED",
-            )
+            raise _ended(request.execution_id, row["state"])
         token = self._tokens.issue(request.execution_id, str(row["warehouse_id"]), lifetime)
         response = execution_credentials_pb2.IssueExecutionTokenResponse(execution_token=token)
         response.expire_time.FromSeconds(execution_tokens.expires_at(token))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pickle
 import re
+import threading
 import uuid
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -111,7 +113,8 @@ def _table(catalog: RestCatalog, namespace: str, name: str, execution_id: str) -
 
 class Setting:
     """Alice's warehouse with two running executions on a unit shared with her, and Bob's
-    warehouse with one, each execution with a results table."""
+    warehouse with one, each execution with a results table. The unit heartbeats until
+    close(), so that its executions stay running."""
 
     def __init__(self, stack: Stack) -> None:
         suffix = uuid.uuid4().hex[:6]
@@ -121,6 +124,9 @@ class Setting:
         self.unit = computing_unit(
             stack, register_unit(stack, shared_with=(self.alice.subject, self.bob.subject))
         )
+        self._closed = threading.Event()
+        self._heartbeats = threading.Thread(target=self._heartbeat, daemon=True)
+        self._heartbeats.start()
         self.warehouse = create_warehouse(self.alice, stack.provision_bucket("tokens"))
         self.bobs_warehouse = create_warehouse(self.bob, stack.provision_bucket("tokens-b"))
         self.mine = _bind(self.alice, self.unit, self.warehouse.warehouse_id)
@@ -134,10 +140,21 @@ class Setting:
         _table(self.bobs_catalog, RESULTS, result_table(self.bobs, "out"), self.bobs)
         self.token = _issue(self.unit, self.mine)
 
+    def _heartbeat(self) -> None:
+        request = rs.HeartbeatComputingUnitRequest(computing_unit_id=self.unit.subject)
+        while not self._closed.wait(1.0):
+            self.unit.call(self.unit.ledger.HeartbeatComputingUnit, request)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._heartbeats.join()
+
 
 @pytest.fixture(scope="module")
-def setting(stack: Stack) -> Setting:
-    return Setting(stack)
+def setting(stack: Stack) -> Iterator[Setting]:
+    running = Setting(stack)
+    yield running
+    running.close()
 
 
 def test_an_execution_token_names_its_execution_warehouse_and_action(setting: Setting) -> None:
@@ -257,6 +274,7 @@ def test_only_the_executions_unit_issues_its_token(setting: Setting) -> None:
 def test_the_token_ends_with_its_execution(stack: Stack) -> None:
     ended = Setting(stack)
     _report(ended.unit, ended.mine, EX.EXECUTION_STATE_SUCCEEDED)
+    ended.close()
     error = refused(lambda: _vend(stack, ended.token, ended.mine, RESULTS, ended.my_table))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
     assert reason(error) == "EXECUTION_ENDED"
