@@ -44,6 +44,7 @@ from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import udf, unit_as, workflow
 from tests.integration.mesh import (
     RegistryClient,
+    bearer,
     computing_unit,
     create_warehouse,
     reason,
@@ -56,6 +57,8 @@ from texera.lake.internal.v1 import execution_credentials_pb2 as ec
 from texera.lake.internal.v1 import registry_service_pb2 as rs
 from texera.lake.v1 import execution_pb2 as EX
 from texera.lake.v1 import warehouse_pb2
+from texera.lake.v1.result_service_pb2 import ListResultsRequest
+from texera.lake.v1.result_service_pb2_grpc import ResultServiceStub
 
 pytestmark = pytest.mark.integration
 
@@ -246,6 +249,16 @@ def test_the_token_reaches_no_other_method(setting: Setting) -> None:
     for what, call in calls.items():
         error = refused(call)
         assert error.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND), what
+    # No other service accepts it at all.
+    with grpc.insecure_channel(setting.stack.target("result-service")) as channel:
+        error = refused(
+            lambda: ResultServiceStub(channel).ListResults(
+                ListResultsRequest(execution_id=setting.mine),
+                metadata=bearer(setting.token),
+                timeout=60,
+            )
+        )
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_only_execution_tokens_of_the_registry_are_accepted(setting: Setting) -> None:
