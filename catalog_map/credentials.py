@@ -3,17 +3,19 @@
 A REST catalog vends short-lived credentials with a table (Lakekeeper: about
 an hour) and pyiceberg never renews them. Before each file, a reader or
 writer whose credentials have less than a margin left (five minutes, or half
-their lifetime if shorter) asks the catalog's credentials endpoint
-(``GET …/tables/{table}/credentials``) for fresh ones, as Iceberg's own
-clients do. The credentials stay those vended for the table: never longer
-lived, never broader.
+their lifetime if shorter) asks its credential source for fresh ones: a
+reader in the result service the catalog's credentials endpoint
+(``GET …/tables/{table}/credentials``), as Iceberg's own clients do; a Spark
+task of a computing unit, which holds no catalog token, the registry (see
+cu_service.execution_credentials). The credentials stay those vended for the
+table: never longer lived, never broader.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
@@ -26,6 +28,21 @@ EXPIRES_AT = "s3.session-token-expires-at-ms"
 #: Credentials are renewed once less than this is left of them (or half their lifetime).
 RENEW_MARGIN_SECONDS = 300.0
 NAMESPACE_SEPARATOR = "\x1f"
+#: The FileIO properties that reach storage; a catalog's own (its token, its headers) do not.
+_STORAGE_PREFIXES = ("s3.", "gcs.", "adls.", "hdfs.", "client.")
+
+
+def storage_properties(properties: dict[str, str]) -> dict[str, str]:
+    """A table FileIO's properties without what reaches the catalog: pyiceberg merges the
+    catalog's properties, its token included, into every table's FileIO."""
+    return {k: v for k, v in properties.items() if k.startswith(_STORAGE_PREFIXES)}
+
+
+class CredentialSource(Protocol):
+    """Where fresh credentials of one table come from."""
+
+    def fetch(self, location: str) -> dict[str, str]:
+        """Fresh storage properties covering location; OSError when none come."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +114,7 @@ class RenewingFileIO:
     def __init__(
         self,
         io_properties: dict[str, str],
-        refresh: CredentialEndpoint | None,
+        refresh: CredentialSource | None,
         location: str,
         *,
         vended_at: float | None = None,

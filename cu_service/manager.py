@@ -28,6 +28,7 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -38,6 +39,7 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from catalog_map.cache import CatalogMap
+from cu_service.execution_credentials import ExecutionCredentials, IssuedToken, issued
 from cu_service.progress import StageCounts, stage_counts
 from cu_service.registry import RegistryClient
 from cu_service.resource_limits import RunLimits
@@ -63,6 +65,8 @@ EX = execution_pb2
 _ID_NAMESPACE = uuid.UUID("0d9c4b7e-3a51-4f62-9d8e-5b2a7c1e4f30")
 #: Finished executions kept in memory; older ones are answered from the registry's ledger.
 KEEP_FINISHED = 1000
+#: An execution's token outlasts its run time limit by this much (it stops a little after).
+TOKEN_GRACE_SECONDS = 120.0
 
 
 def _now() -> Timestamp:
@@ -348,6 +352,11 @@ class ExecutionManager:
             time_limit_reason=lambda: local.time_limit_reason,
             limits=self._limits,
             pool=pool,
+            credentials=ExecutionCredentials(
+                self._settings.registry_target,
+                execution.execution_id,
+                partial(self._issue_token, execution.execution_id, loop),
+            ),
         )
         running = loop.run_in_executor(self._threads, run)
         try:
@@ -360,6 +369,14 @@ class ExecutionManager:
             )
             local.tasks.append(beyond_the_call(self._keep_cancelling(local)))
             await running
+
+    def _issue_token(self, execution_id: str, loop: asyncio.AbstractEventLoop) -> IssuedToken:
+        """The execution's token, lasting its run time limit and a little; called from its run's
+        thread."""
+        asked = self._registry.issue_execution_token(
+            execution_id, self._limits.run_seconds + TOKEN_GRACE_SECONDS
+        )
+        return issued(asyncio.run_coroutine_threadsafe(asked, loop).result())
 
     def _changed(self, local: LocalExecution) -> None:
         """Wakes watchers and the registry sync; loop thread only."""

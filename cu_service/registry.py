@@ -8,8 +8,10 @@ well as the unit's (see service_runtime.propagation).
 
 from __future__ import annotations
 
+from google.protobuf.duration_pb2 import Duration
+
 from catalog_map.registry import RegistryReader
-from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.internal.v1 import execution_credentials_pb2, registry_service_pb2
 from texera.lake.v1 import execution_pb2
 
 rs = registry_service_pb2
@@ -65,4 +67,17 @@ class RegistryClient(RegistryReader):
         )
         return await self._call(
             lambda: self._stub.HeartbeatComputingUnit(request, timeout=self._timeout)
+        )
+
+    async def issue_execution_token(
+        self, execution_id: str, lifetime_seconds: float
+    ) -> execution_credentials_pb2.IssueExecutionTokenResponse:
+        """The token the execution's tasks renew storage credentials with."""
+        lifetime = Duration()
+        lifetime.FromNanoseconds(int(lifetime_seconds * 1e9))
+        request = execution_credentials_pb2.IssueExecutionTokenRequest(
+            execution_id=execution_id, computing_unit_id=self.unit_id, lifetime=lifetime
+        )
+        return await self._call(
+            lambda: self._stub.IssueExecutionToken(request, timeout=self._timeout)
         )

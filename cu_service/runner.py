@@ -29,6 +29,7 @@ from pyiceberg.exceptions import NoSuchTableError, RESTError
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
+from cu_service.execution_credentials import ExecutionCredentials
 from cu_service.resource_limits import RESOURCE_LIMIT, ResourceLimitExceeded, RunLimits
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
@@ -80,6 +81,8 @@ class ExecutionRun:
     limits: RunLimits
     #: The FAIR scheduler pool its jobs go to, one per running execution.
     pool: str
+    #: What its write tasks renew storage credentials with (no catalog token).
+    credentials: ExecutionCredentials
     outputs: dict[str, WrittenOutput] = field(default_factory=dict)
     #: The materialized operator being written, named by failures that are no one else's.
     writing: str = ""
@@ -134,6 +137,7 @@ class ExecutionRun:
             on_progress=self._progress,
             check_cancelled=self._check_cancelled,
             over_limit=self.limits.result_bytes_exceeded,
+            credentials=self.credentials,
         )
         for operator_id in self.compiled.materialized:
             self._check_cancelled()

@@ -47,3 +47,11 @@ def result_table_prefix(execution_id: str) -> str:
 def execution_table(execution_id: str) -> str:
     """The name of an execution's runtime_stats and console_logs tables."""
     return f"{_slug(execution_id)}_{_digest(execution_id)}"
+
+
+def is_execution_table(execution_id: str, namespace: str, name: str) -> bool:
+    """Whether namespace.name is named as one of the execution's tables (its properties must
+    still say so: another id may sanitize alike)."""
+    if namespace == RESULTS:
+        return name.startswith(result_table_prefix(execution_id))
+    return namespace in (RUNTIME_STATS, CONSOLE_LOGS) and name == execution_table(execution_id)

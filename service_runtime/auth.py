@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -34,6 +34,8 @@ ON_BEHALF_KEY = "x-texera-on-behalf-of"
 USER_ROLE = "USER"
 SERVICE_ROLE = "SERVICE"
 UNIT_ROLE = "UNIT"
+#: An execution's own token: it may only renew storage credentials of that execution's tables.
+EXECUTION_ROLE = "EXECUTION"
 
 
 class AuthenticationError(Exception):
@@ -58,6 +60,8 @@ class Identity:
     audience: str = ""
     #: The computing unit through which a user acts, when one does.
     via: Identity | None = None
+    #: What an execution's token names besides its subject (its warehouse, its action).
+    claims: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def is_user(self) -> bool:
@@ -70,6 +74,10 @@ class Identity:
     @property
     def is_unit(self) -> bool:
         return self.role == UNIT_ROLE
+
+    @property
+    def is_execution(self) -> bool:
+        return self.role == EXECUTION_ROLE
 
 
 def check_secret(secret: str) -> None:

@@ -1,5 +1,5 @@
-"""Which kind of caller a method accepts: a user, a service of the mesh, or a computing unit
-(acting as itself, or for the user it serves)."""
+"""Which kind of caller a method accepts: a user, a service of the mesh, a computing unit
+(acting as itself, or for the user it serves), or an execution's own token."""
 
 from __future__ import annotations
 
@@ -49,4 +49,12 @@ def acting_for() -> Identity:
         raise _denied(
             f"this method needs a user, or the user the caller acts for in {ON_BEHALF_KEY}"
         )
+    return identity
+
+
+def require_execution() -> Identity:
+    """The execution whose own token the call carries; PERMISSION_DENIED for anyone else."""
+    identity = current_identity()
+    if not identity.is_execution:
+        raise _denied("this method takes an execution's token only")
     return identity

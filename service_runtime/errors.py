@@ -117,6 +117,7 @@ class Resource(Enum):
     UNIT_REGISTRATION = "live registration of computing unit"
     RESULT = "result"
     SNAPSHOT = "snapshot"
+    TABLE = "table"
 
 
 def not_found(resource: Resource, name: str, hint: str = "") -> ServiceError:

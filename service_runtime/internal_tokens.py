@@ -2,9 +2,10 @@
 
 Only two processes hold a private key: the gateway (its tokens name the users it verified at
 the edge, or the gateway itself) and the registry (its tokens are computing units'
-credentials). Everyone else verifies with the public keys, and accepts from each issuer only
-the roles that issuer may grant, for its own audience: ``mesh`` for the registry and the result
-service, ``unit:<id>`` for one computing unit. A token minted for one unit is worth nothing at
+credentials, and executions' tokens, which only the registry itself accepts). Everyone else
+verifies with the public keys, and accepts from each issuer only the roles that issuer may
+grant, for its own audience: ``mesh`` for the registry and the result service, ``unit:<id>``
+for one computing unit. A token minted for one unit is worth nothing at
 another service, so a unit that leaks the tokens of its callers leaks nothing beyond itself.
 """
 
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from service_runtime.auth import (
+    EXECUTION_ROLE,
     ON_BEHALF_KEY,
     SERVICE_ROLE,
     UNIT_ROLE,
@@ -39,6 +41,7 @@ REGISTRY_ISSUER = "texera-lake-registry"
 MESH_AUDIENCE = "mesh"
 _ALGORITHM = "EdDSA"
 _REQUIRED = ["exp", "iss", "sub", "aud", "role"]
+_REGISTERED = frozenset({*_REQUIRED, "iat", "jti"})
 
 
 def unit_audience(unit_id: str) -> str:
@@ -150,17 +153,19 @@ class TrustedIssuer:
 
 
 def trusted_issuers(
-    gateway_public_key: str, registry_public_key: str = ""
+    gateway_public_key: str, registry_public_key: str = "", *, with_executions: bool = False
 ) -> dict[str, TrustedIssuer]:
-    """The mesh's issuers: the gateway for users and itself, the registry for units."""
+    """The mesh's issuers: the gateway for users and itself, the registry for units, and,
+    with_executions (the registry alone), for executions."""
     issuers = {
         GATEWAY_ISSUER: TrustedIssuer(
             load_public_key(gateway_public_key), frozenset({USER_ROLE, SERVICE_ROLE})
         )
     }
     if registry_public_key:
+        roles = {UNIT_ROLE, EXECUTION_ROLE} if with_executions else {UNIT_ROLE}
         issuers[REGISTRY_ISSUER] = TrustedIssuer(
-            load_public_key(registry_public_key), frozenset({UNIT_ROLE})
+            load_public_key(registry_public_key), frozenset(roles)
         )
     return issuers
 
@@ -225,7 +230,11 @@ class InternalTokenVerifier(Verifier):
         if role not in issuer.roles:
             raise AuthenticationError(f"{issuer_name} may not issue {role} tokens")
         identity = Identity(
-            user_id=str(claims["sub"]), role=role, token=token, audience=str(claims["aud"])
+            user_id=str(claims["sub"]),
+            role=role,
+            token=token,
+            audience=str(claims["aud"]),
+            claims={k: str(v) for k, v in claims.items() if k not in _REGISTERED},
         )
         return identity, float(claims["exp"])
 
@@ -245,16 +254,23 @@ class Exchange:
 
 
 def mesh_authenticator(
-    settings: ServerSettings, audience: str, *, with_units: bool = False
+    settings: ServerSettings,
+    audience: str,
+    *,
+    with_units: bool = False,
+    with_executions: bool = False,
 ) -> InternalTokenVerifier:
     """The authenticator of a service behind the gateway: internal tokens for audience, from
-    the gateway, and, with_units, computing units' credentials from the registry."""
+    the gateway, and, with_units, computing units' credentials from the registry (and, with
+    with_executions, executions' tokens)."""
     try:
         settings.require("gateway_public_key")
         if with_units:
             settings.require("registry_public_key")
         issuers = trusted_issuers(
-            settings.gateway_public_key, settings.registry_public_key if with_units else ""
+            settings.gateway_public_key,
+            settings.registry_public_key if with_units else "",
+            with_executions=with_executions,
         )
     except ValueError as exc:
         raise ConfigError(f"{ENV_PREFIX}GATEWAY_PUBLIC_KEY or REGISTRY_PUBLIC_KEY: {exc}") from exc

@@ -16,6 +16,7 @@ from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing
 from warehouse_service.execution_deletion import ExecutionDeletionServicer
+from warehouse_service.execution_tokens import ExecutionTokens
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.maintenance import TableMaintenance
@@ -99,7 +100,9 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="warehouse-service",
         settings=settings,
-        authenticator=mesh_authenticator(settings, MESH_AUDIENCE, with_units=True),
+        authenticator=mesh_authenticator(
+            settings, MESH_AUDIENCE, with_units=True, with_executions=True
+        ),
         services=[
             ServiceBinding.of(
                 WarehouseServicer(
@@ -120,6 +123,9 @@ def build() -> ServiceProcess:
                     heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                     lease_seconds=settings.lease_seconds,
                     supervisor=supervisor,
+                    tokens=ExecutionTokens(
+                        settings.signing_key, settings.execution_token_max_seconds
+                    ),
                 )
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),

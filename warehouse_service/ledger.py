@@ -9,7 +9,9 @@ own executions. Users read executions of warehouses they hold READER or more on
 
 Every CatalogBinding answered carries a catalog token for its one warehouse,
 exchanged for the registry's own: read and write for a computing unit acting
-for a user (ResolveWarehouse, BindExecution), read only otherwise.
+for a user (ResolveWarehouse, BindExecution), read only otherwise. A unit's
+executions get tokens of their own, good only for renewing the storage
+credentials of their own tables (see execution_tokens).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
-from service_runtime.callers import acting_for, require_service, require_unit, require_user
+from service_runtime.callers import (
+    acting_for,
+    require_execution,
+    require_service,
+    require_unit,
+    require_user,
+)
 from service_runtime.context import current_identity
 from service_runtime.errors import (
     FieldViolations,
@@ -34,8 +42,12 @@ from service_runtime.errors import (
     not_found,
 )
 from service_runtime.pagination import PageTokens, fingerprint, page_size
-from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
-from warehouse_service import memberships, records
+from texera.lake.internal.v1 import (
+    execution_credentials_pb2,
+    registry_service_pb2,
+    registry_service_pb2_grpc,
+)
+from warehouse_service import execution_tokens, memberships, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role
@@ -76,8 +88,16 @@ async def _execution_readable(
         return True
     if identity.is_unit:
         return bool(row["computing_unit_id"] == identity.user_id)
+    if not identity.is_user:
+        return False
     role = await memberships.role_on(connection, row["warehouse_id"], identity.user_id)
     return role >= Role.READER
+
+
+def _ended(execution_id: str, state: str) -> ServiceError:
+    return failed_precondition(
+        f"execution {execution_id} already ended {state.lower()}", reason="EXECUTION_ENDED"
+    )
 
 
 def _same_caller(identity: Identity, computing_unit_id: str) -> None:
@@ -100,8 +120,10 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         heartbeat_interval_seconds: float,
         lease_seconds: float,
         supervisor: UnitSupervisor,
+        tokens: execution_tokens.ExecutionTokens,
     ) -> None:
         self._db = db
+        self._tokens = tokens
         self._catalog = catalog
         self._supervisor = supervisor
         self._catalog_uri = catalog_uri
@@ -295,10 +317,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             target = state or current
             if current in records.TERMINAL_STATES:
                 if target != current:
-                    raise failed_precondition(
-                        f"execution {request.execution_id} already ended {current.lower()}",
-                        reason="EXECUTION_ENDED",
-                    )
+                    raise _ended(request.execution_id, current)
             elif target not in _TRANSITIONS[current]:
                 raise failed_precondition(
                     f"an execution cannot go from {current.lower()} to {target.lower()}",
@@ -633,6 +652,45 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             registration=records.registration(registration)
         )
 
+    # Executions' own tokens --------------------------------------------------------
+
+    async def IssueExecutionToken(
+        self, request: execution_credentials_pb2.IssueExecutionTokenRequest, context: Any
+    ) -> execution_credentials_pb2.IssueExecutionTokenResponse:
+        unit = require_unit()
+        violations = FieldViolations()
+        check_identifier(violations, request.execution_id, "execution_id")
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        lifetime = request.lifetime.ToTimedelta().total_seconds()
+        violations.check(lifetime > 0, "lifetime", "must be positive")
+        violations.raise_if_any()
+        _same_caller(unit, request.computing_unit_id)
+        row = await execution_with_warehouse(self._db, request.execution_id)
+        if row is None or row["computing_unit_id"] != request.computing_unit_id:
+            raise not_found(Resource.EXECUTION, request.execution_id)
+        if row["state"] in records.TERMINAL_STATES:
+            raise _ended(request.execution_id, row["state"])
+        token = self._tokens.issue(request.execution_id, str(row["warehouse_id"]), lifetime)
+        response = execution_credentials_pb2.IssueExecutionTokenResponse(execution_token=token)
+        response.expire_time.FromSeconds(execution_tokens.expires_at(token))
+        return response
+
+    async def VendTableCredentials(
+        self, request: execution_credentials_pb2.VendTableCredentialsRequest, context: Any
+    ) -> execution_credentials_pb2.VendTableCredentialsResponse:
+        identity = require_execution()
+        violations = FieldViolations()
+        check_identifier(violations, request.execution_id, "execution_id")
+        violations.check(bool(request.namespace), "namespace", "is required")
+        violations.check(
+            0 < len(request.table_name) <= 255, "table_name", "must be 1 to 255 characters"
+        )
+        violations.raise_if_any()
+        row = await execution_with_warehouse(self._db, request.execution_id)
+        execution_tokens.check_grant(identity, request.execution_id, row)
+        assert row is not None  # check_grant refuses a missing execution
+        return await execution_tokens.vend(self._catalog, row, request)
+
 
 async def _writes_into(connection: Connection, unit_id: str, warehouse: asyncpg.Record) -> bool:
     """Whether unfinished executions of the unit write into the warehouse."""
@@ -649,3 +707,20 @@ async def _writes_into(connection: Connection, unit_id: str, warehouse: asyncpg.
 async def _touch(connection: Connection, unit_id: str) -> None:
     """Marks a unit used now, which keeps it from being stopped as idle."""
     await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)
+
+
+# Executions with their warehouse (see warehouse_service.execution_tokens) -----------
+
+
+async def execution_with_warehouse(db: Database, execution_id: str) -> asyncpg.Record | None:
+    """The execution with its warehouse's state and catalog name."""
+    async with db.connection() as connection:
+        row: asyncpg.Record | None = await connection.fetchrow(
+            """
+            SELECT e.*, w.state AS warehouse_state, w.catalog_warehouse_name
+            FROM executions e JOIN warehouses w USING (warehouse_id)
+            WHERE e.execution_id = $1
+            """,
+            execution_id,
+        )
+    return row

@@ -118,6 +118,13 @@ class WarehouseServiceSettings(ServerSettings):
         "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
         scoped=True,
     )
+    execution_token_max_seconds: float = setting(
+        "EXECUTION_TOKEN_MAX_SECONDS",
+        24 * 3600.0,
+        "Longest life of an execution's token (what its Spark tasks renew storage credentials "
+        "with); a unit asks for its run time limit and renews past this.",
+        scoped=True,
+    )
     cleanup_interval_seconds: float = setting(
         "CLEANUP_INTERVAL_SECONDS",
         5.0,

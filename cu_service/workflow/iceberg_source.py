@@ -55,7 +55,7 @@ def read_table(
     tasks = [pickle.dumps(task) for task in scan.plan_files()]
     spark_schema = from_arrow_schema(schema_to_pyarrow(scan.projection()))
     spec = ScanSpec(
-        TableAccess.of(catalog, table),
+        TableAccess.of(table),
         scan.projection().model_dump_json(),
         arrow_schema(spark_schema),
     )

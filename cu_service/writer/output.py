@@ -25,6 +25,7 @@ from pyiceberg.exceptions import TableAlreadyExistsError
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, Row
 
+from cu_service.execution_credentials import ExecutionCredentials
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
 from cu_service.writer.commit import CommitMark, append_files, commit_once
@@ -81,8 +82,10 @@ class OutputWriter:
         on_progress: Callable[[WrittenOutput], None],
         check_cancelled: Callable[[], None],
         over_limit: Callable[[int], Exception],
+        credentials: ExecutionCredentials,
     ) -> None:
-        """over_limit: the error to raise once the bytes written pass the policy's limit."""
+        """over_limit: the error to raise once the bytes written pass the policy's limit;
+        credentials: what the write tasks renew storage credentials with."""
         self._catalog = catalog
         self._execution_id = execution_id
         self._properties = table_properties
@@ -90,6 +93,7 @@ class OutputWriter:
         self._on_progress = on_progress
         self._check_cancelled = check_cancelled
         self._over_limit = over_limit
+        self._credentials = credentials
         #: Bytes written so far across every output of this writer.
         self._written = 0
 
@@ -119,7 +123,7 @@ class OutputWriter:
         output.location = table.location()
         self._on_progress(output)  # listed from now on, even if it ends with no rows
         spec = WriteSpec(
-            access=TableAccess.of(self._catalog, table),
+            access=TableAccess.of(table, self._credentials),
             operator_id=operator_id,
             data_location=f"{table.location()}/data/{self._execution_id}",
             target_file_size=self._policy.target_file_size,

@@ -200,6 +200,13 @@ def test_no_log_of_the_s3_gate_shows_a_secret(stack: Stack, grant: BucketGrant) 
         assert grant.access_key.secret_access_key not in log.read_text()
 
 
+def _renewals(stack: Stack) -> int:
+    """How many times the registry has vended fresh credentials to a task (tasks hold no
+    catalog token: they renew through the registry, with their execution's token)."""
+    lines = (stack.log_dir / "warehouse-service.log").read_text().splitlines()
+    return sum(1 for line in lines if "/VendTableCredentials" in line and '"code": "OK"' in line)
+
+
 def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack: Stack) -> None:
     stack = short_lived_stack
     owner = f"patient-{uuid.uuid4().hex[:6]}"
@@ -230,8 +237,7 @@ def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack:
         (output.namespace, output.table_name)
     )
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == list(range(8000))
-    catalog_log = (stack.log_dir / "dev-catalog.log").read_text()
-    assert "/credentials" in catalog_log  # tasks asked the catalog for fresh credentials
+    assert _renewals(stack) > 0  # tasks asked the registry for fresh credentials
 
 
 def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
@@ -265,8 +271,7 @@ def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
             },
         ]
     )
-    catalog_log = stack.log_dir / "dev-catalog.log"
-    renewals_before = catalog_log.read_text().count("/credentials")
+    renewals_before = _renewals(stack)
     execution = client.finish(client.submit(warehouse.warehouse_id, flow).execution_id)
     assert state_name(execution) == "SUCCEEDED", execution.error
     [output] = execution.outputs
@@ -277,4 +282,4 @@ def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
     rows = table.scan().to_arrow()
     assert sorted(rows["id"].to_pylist()) == list(range(6000))
     assert set(rows["times"].to_pylist()) == {1}
-    assert catalog_log.read_text().count("/credentials") > renewals_before
+    assert _renewals(stack) > renewals_before

@@ -25,12 +25,13 @@ _sym_db = _symbol_database.Default()
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from texera.lake.internal.v1 import execution_credentials_pb2 as texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2
 from texera.lake.v1 import annotations_pb2 as texera_dot_lake_dot_v1_dot_annotations__pb2
 from texera.lake.v1 import execution_pb2 as texera_dot_lake_dot_v1_dot_execution__pb2
 from texera.lake.v1 import warehouse_pb2 as texera_dot_lake_dot_v1_dot_warehouse__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.texera/lake/internal/v1/registry_service.proto\x12\x17texera.lake.internal.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\xe2\x02\n\x0e\x43\x61talogBinding\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseState\x12\x38\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\'.texera.lake.internal.v1.CatalogBackend\x12\x13\n\x0b\x63\x61talog_uri\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61talog_warehouse\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x07 \x01(\t\x12\x1a\n\x12\x63redential_version\x18\x08 \x01(\x03\x12\x1b\n\rcatalog_token\x18\t \x01(\tB\x04\xc8\xda\x18\x01\x12=\n\x19\x63\x61talog_token_expire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb0\x01\n\x14\x42indExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x1a\n\x0cwarehouse_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x0bworkflow_id\x18\x03 \x01(\t\x12\x1f\n\x11\x63omputing_unit_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1c\n\x14workflow_fingerprint\x18\x06 \x01(\t\"\x90\x01\n\x15\x42indExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12\x38\n\x07\x62inding\x18\x02 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x9f\x02\n\x1bUpdateExecutionStateRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x63omputing_unit_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12-\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionError\x12\x30\n\x07outputs\x18\x05 \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutput\x12\x33\n\x08progress\x18\x06 \x01(\x0b\x32!.texera.lake.v1.ExecutionProgress\"L\n\x1cUpdateExecutionStateResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"5\n\x17ResolveExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x82\x01\n\x18ResolveExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12\x38\n\x07\x62inding\x18\x02 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\"5\n\x17ResolveWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"T\n\x18ResolveWarehouseResponse\x12\x38\n\x07\x62inding\x18\x01 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\"\xa5\x01\n\x1bListExecutionRecordsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x03 \x01(\t\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12\x19\n\x11\x63omputing_unit_id\x18\x05 \x01(\t\"f\n\x1cListExecutionRecordsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb7\x02\n\x10UnitRegistration\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x1a\n\x12running_executions\x18\x04 \x01(\x05\x12\x19\n\x11queued_executions\x18\x05 \x01(\x05\x12\x37\n\x13last_heartbeat_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12=\n\x05state\x18\x08 \x01(\x0e\x32..texera.lake.internal.v1.UnitRegistrationState\"o\n\x1cRegisterComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x65ndpoint\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x02\"\x97\x01\n\x1dRegisterComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"w\n\x1dHeartbeatComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x12running_executions\x18\x02 \x01(\x05\x12\x19\n\x11queued_executions\x18\x03 \x01(\x05\"a\n\x1eHeartbeatComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration\"[\n\x1cListUnitRegistrationsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0chealthy_only\x18\x03 \x01(\x08\"z\n\x1dListUnitRegistrationsResponse\x12@\n\rregistrations\x18\x01 \x03(\x0b\x32).texera.lake.internal.v1.UnitRegistration\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"8\n\x1b\x41\x63quireComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\"_\n\x1c\x41\x63quireComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration*d\n\x0e\x43\x61talogBackend\x12\x1f\n\x1b\x43\x41TALOG_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41TALOG_BACKEND_REST\x10\x01\x12\x17\n\x13\x43\x41TALOG_BACKEND_SQL\x10\x02*\x87\x01\n\x15UnitRegistrationState\x12\'\n#UNIT_REGISTRATION_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fUNIT_REGISTRATION_STATE_HEALTHY\x10\x01\x12 \n\x1cUNIT_REGISTRATION_STATE_LOST\x10\x02\x32\xa3\t\n\x0fRegistryService\x12n\n\rBindExecution\x12-.texera.lake.internal.v1.BindExecutionRequest\x1a..texera.lake.internal.v1.BindExecutionResponse\x12\x83\x01\n\x14UpdateExecutionState\x12\x34.texera.lake.internal.v1.UpdateExecutionStateRequest\x1a\x35.texera.lake.internal.v1.UpdateExecutionStateResponse\x12w\n\x10ResolveExecution\x12\x30.texera.lake.internal.v1.ResolveExecutionRequest\x1a\x31.texera.lake.internal.v1.ResolveExecutionResponse\x12w\n\x10ResolveWarehouse\x12\x30.texera.lake.internal.v1.ResolveWarehouseRequest\x1a\x31.texera.lake.internal.v1.ResolveWarehouseResponse\x12\x83\x01\n\x14ListExecutionRecords\x12\x34.texera.lake.internal.v1.ListExecutionRecordsRequest\x1a\x35.texera.lake.internal.v1.ListExecutionRecordsResponse\x12\x86\x01\n\x15RegisterComputingUnit\x12\x35.texera.lake.internal.v1.RegisterComputingUnitRequest\x1a\x36.texera.lake.internal.v1.RegisterComputingUnitResponse\x12\x89\x01\n\x16HeartbeatComputingUnit\x12\x36.texera.lake.internal.v1.HeartbeatComputingUnitRequest\x1a\x37.texera.lake.internal.v1.HeartbeatComputingUnitResponse\x12\x86\x01\n\x15ListUnitRegistrations\x12\x35.texera.lake.internal.v1.ListUnitRegistrationsRequest\x1a\x36.texera.lake.internal.v1.ListUnitRegistrationsResponse\x12\x83\x01\n\x14\x41\x63quireComputingUnit\x12\x34.texera.lake.internal.v1.AcquireComputingUnitRequest\x1a\x35.texera.lake.internal.v1.AcquireComputingUnitResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.texera/lake/internal/v1/registry_service.proto\x12\x17texera.lake.internal.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x33texera/lake/internal/v1/execution_credentials.proto\x1a texera/lake/v1/annotations.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1etexera/lake/v1/warehouse.proto\"\xe2\x02\n\x0e\x43\x61talogBinding\x12\x14\n\x0cwarehouse_id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseState\x12\x38\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\'.texera.lake.internal.v1.CatalogBackend\x12\x13\n\x0b\x63\x61talog_uri\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61talog_warehouse\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x07 \x01(\t\x12\x1a\n\x12\x63redential_version\x18\x08 \x01(\x03\x12\x1b\n\rcatalog_token\x18\t \x01(\tB\x04\xc8\xda\x18\x01\x12=\n\x19\x63\x61talog_token_expire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb0\x01\n\x14\x42indExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x1a\n\x0cwarehouse_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x0bworkflow_id\x18\x03 \x01(\t\x12\x1f\n\x11\x63omputing_unit_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1c\n\x14workflow_fingerprint\x18\x06 \x01(\t\"\x90\x01\n\x15\x42indExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12\x38\n\x07\x62inding\x18\x02 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x9f\x02\n\x1bUpdateExecutionStateRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11\x63omputing_unit_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12-\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1e.texera.lake.v1.ExecutionError\x12\x30\n\x07outputs\x18\x05 \x03(\x0b\x32\x1f.texera.lake.v1.ExecutionOutput\x12\x33\n\x08progress\x18\x06 \x01(\x0b\x32!.texera.lake.v1.ExecutionProgress\"L\n\x1cUpdateExecutionStateResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"5\n\x17ResolveExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x82\x01\n\x18ResolveExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12\x38\n\x07\x62inding\x18\x02 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\"5\n\x17ResolveWarehouseRequest\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"T\n\x18ResolveWarehouseResponse\x12\x38\n\x07\x62inding\x18\x01 \x01(\x0b\x32\'.texera.lake.internal.v1.CatalogBinding\"\xa5\x01\n\x1bListExecutionRecordsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x03 \x01(\t\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\x12\x19\n\x11\x63omputing_unit_id\x18\x05 \x01(\t\"f\n\x1cListExecutionRecordsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb7\x02\n\x10UnitRegistration\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x1a\n\x12running_executions\x18\x04 \x01(\x05\x12\x19\n\x11queued_executions\x18\x05 \x01(\x05\x12\x37\n\x13last_heartbeat_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12=\n\x05state\x18\x08 \x01(\x0e\x32..texera.lake.internal.v1.UnitRegistrationState\"o\n\x1cRegisterComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x65ndpoint\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x02\"\x97\x01\n\x1dRegisterComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"w\n\x1dHeartbeatComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x12running_executions\x18\x02 \x01(\x05\x12\x19\n\x11queued_executions\x18\x03 \x01(\x05\"a\n\x1eHeartbeatComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration\"[\n\x1cListUnitRegistrationsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0chealthy_only\x18\x03 \x01(\x08\"z\n\x1dListUnitRegistrationsResponse\x12@\n\rregistrations\x18\x01 \x03(\x0b\x32).texera.lake.internal.v1.UnitRegistration\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"8\n\x1b\x41\x63quireComputingUnitRequest\x12\x19\n\x11\x63omputing_unit_id\x18\x01 \x01(\t\"_\n\x1c\x41\x63quireComputingUnitResponse\x12?\n\x0cregistration\x18\x01 \x01(\x0b\x32).texera.lake.internal.v1.UnitRegistration*d\n\x0e\x43\x61talogBackend\x12\x1f\n\x1b\x43\x41TALOG_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43\x41TALOG_BACKEND_REST\x10\x01\x12\x17\n\x13\x43\x41TALOG_BACKEND_SQL\x10\x02*\x87\x01\n\x15UnitRegistrationState\x12\'\n#UNIT_REGISTRATION_STATE_UNSPECIFIED\x10\x00\x12#\n\x1fUNIT_REGISTRATION_STATE_HEALTHY\x10\x01\x12 \n\x1cUNIT_REGISTRATION_STATE_LOST\x10\x02\x32\xac\x0b\n\x0fRegistryService\x12n\n\rBindExecution\x12-.texera.lake.internal.v1.BindExecutionRequest\x1a..texera.lake.internal.v1.BindExecutionResponse\x12\x83\x01\n\x14UpdateExecutionState\x12\x34.texera.lake.internal.v1.UpdateExecutionStateRequest\x1a\x35.texera.lake.internal.v1.UpdateExecutionStateResponse\x12w\n\x10ResolveExecution\x12\x30.texera.lake.internal.v1.ResolveExecutionRequest\x1a\x31.texera.lake.internal.v1.ResolveExecutionResponse\x12w\n\x10ResolveWarehouse\x12\x30.texera.lake.internal.v1.ResolveWarehouseRequest\x1a\x31.texera.lake.internal.v1.ResolveWarehouseResponse\x12\x83\x01\n\x14ListExecutionRecords\x12\x34.texera.lake.internal.v1.ListExecutionRecordsRequest\x1a\x35.texera.lake.internal.v1.ListExecutionRecordsResponse\x12\x86\x01\n\x15RegisterComputingUnit\x12\x35.texera.lake.internal.v1.RegisterComputingUnitRequest\x1a\x36.texera.lake.internal.v1.RegisterComputingUnitResponse\x12\x89\x01\n\x16HeartbeatComputingUnit\x12\x36.texera.lake.internal.v1.HeartbeatComputingUnitRequest\x1a\x37.texera.lake.internal.v1.HeartbeatComputingUnitResponse\x12\x86\x01\n\x15ListUnitRegistrations\x12\x35.texera.lake.internal.v1.ListUnitRegistrationsRequest\x1a\x36.texera.lake.internal.v1.ListUnitRegistrationsResponse\x12\x83\x01\n\x14\x41\x63quireComputingUnit\x12\x34.texera.lake.internal.v1.AcquireComputingUnitRequest\x1a\x35.texera.lake.internal.v1.AcquireComputingUnitResponse\x12\x80\x01\n\x13IssueExecutionToken\x12\x33.texera.lake.internal.v1.IssueExecutionTokenRequest\x1a\x34.texera.lake.internal.v1.IssueExecutionTokenResponse\x12\x83\x01\n\x14VendTableCredentials\x12\x34.texera.lake.internal.v1.VendTableCredentialsRequest\x1a\x35.texera.lake.internal.v1.VendTableCredentialsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -59,50 +60,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERCOMPUTINGUNITREQUEST'].fields_by_name['capacity']._serialized_options = b'\342A\001\002'
   _globals['_HEARTBEATCOMPUTINGUNITREQUEST'].fields_by_name['computing_unit_id']._loaded_options = None
   _globals['_HEARTBEATCOMPUTINGUNITREQUEST'].fields_by_name['computing_unit_id']._serialized_options = b'\342A\001\002'
-  _globals['_CATALOGBACKEND']._serialized_start=3096
-  _globals['_CATALOGBACKEND']._serialized_end=3196
-  _globals['_UNITREGISTRATIONSTATE']._serialized_start=3199
-  _globals['_UNITREGISTRATIONSTATE']._serialized_end=3334
-  _globals['_CATALOGBINDING']._serialized_start=272
-  _globals['_CATALOGBINDING']._serialized_end=626
-  _globals['_BINDEXECUTIONREQUEST']._serialized_start=629
-  _globals['_BINDEXECUTIONREQUEST']._serialized_end=805
-  _globals['_BINDEXECUTIONRESPONSE']._serialized_start=808
-  _globals['_BINDEXECUTIONRESPONSE']._serialized_end=952
-  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_start=955
-  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_end=1242
-  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_start=1244
-  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_end=1320
-  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_start=1322
-  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_end=1375
-  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_start=1378
-  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_end=1508
-  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_start=1510
-  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_end=1563
-  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_start=1565
-  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_end=1649
-  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_start=1652
-  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_end=1817
-  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_start=1819
-  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_end=1921
-  _globals['_UNITREGISTRATION']._serialized_start=1924
-  _globals['_UNITREGISTRATION']._serialized_end=2235
-  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_start=2237
-  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_end=2348
-  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_start=2351
-  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_end=2502
-  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_start=2504
-  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_end=2623
-  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_start=2625
-  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_end=2722
-  _globals['_LISTUNITREGISTRATIONSREQUEST']._serialized_start=2724
-  _globals['_LISTUNITREGISTRATIONSREQUEST']._serialized_end=2815
-  _globals['_LISTUNITREGISTRATIONSRESPONSE']._serialized_start=2817
-  _globals['_LISTUNITREGISTRATIONSRESPONSE']._serialized_end=2939
-  _globals['_ACQUIRECOMPUTINGUNITREQUEST']._serialized_start=2941
-  _globals['_ACQUIRECOMPUTINGUNITREQUEST']._serialized_end=2997
-  _globals['_ACQUIRECOMPUTINGUNITRESPONSE']._serialized_start=2999
-  _globals['_ACQUIRECOMPUTINGUNITRESPONSE']._serialized_end=3094
-  _globals['_REGISTRYSERVICE']._serialized_start=3337
-  _globals['_REGISTRYSERVICE']._serialized_end=4524
+  _globals['_CATALOGBACKEND']._serialized_start=3149
+  _globals['_CATALOGBACKEND']._serialized_end=3249
+  _globals['_UNITREGISTRATIONSTATE']._serialized_start=3252
+  _globals['_UNITREGISTRATIONSTATE']._serialized_end=3387
+  _globals['_CATALOGBINDING']._serialized_start=325
+  _globals['_CATALOGBINDING']._serialized_end=679
+  _globals['_BINDEXECUTIONREQUEST']._serialized_start=682
+  _globals['_BINDEXECUTIONREQUEST']._serialized_end=858
+  _globals['_BINDEXECUTIONRESPONSE']._serialized_start=861
+  _globals['_BINDEXECUTIONRESPONSE']._serialized_end=1005
+  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_start=1008
+  _globals['_UPDATEEXECUTIONSTATEREQUEST']._serialized_end=1295
+  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_start=1297
+  _globals['_UPDATEEXECUTIONSTATERESPONSE']._serialized_end=1373
+  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_start=1375
+  _globals['_RESOLVEEXECUTIONREQUEST']._serialized_end=1428
+  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_start=1431
+  _globals['_RESOLVEEXECUTIONRESPONSE']._serialized_end=1561
+  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_start=1563
+  _globals['_RESOLVEWAREHOUSEREQUEST']._serialized_end=1616
+  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_start=1618
+  _globals['_RESOLVEWAREHOUSERESPONSE']._serialized_end=1702
+  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_start=1705
+  _globals['_LISTEXECUTIONRECORDSREQUEST']._serialized_end=1870
+  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_start=1872
+  _globals['_LISTEXECUTIONRECORDSRESPONSE']._serialized_end=1974
+  _globals['_UNITREGISTRATION']._serialized_start=1977
+  _globals['_UNITREGISTRATION']._serialized_end=2288
+  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_start=2290
+  _globals['_REGISTERCOMPUTINGUNITREQUEST']._serialized_end=2401
+  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_start=2404
+  _globals['_REGISTERCOMPUTINGUNITRESPONSE']._serialized_end=2555
+  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_start=2557
+  _globals['_HEARTBEATCOMPUTINGUNITREQUEST']._serialized_end=2676
+  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_start=2678
+  _globals['_HEARTBEATCOMPUTINGUNITRESPONSE']._serialized_end=2775
+  _globals['_LISTUNITREGISTRATIONSREQUEST']._serialized_start=2777
+  _globals['_LISTUNITREGISTRATIONSREQUEST']._serialized_end=2868
+  _globals['_LISTUNITREGISTRATIONSRESPONSE']._serialized_start=2870
+  _globals['_LISTUNITREGISTRATIONSRESPONSE']._serialized_end=2992
+  _globals['_ACQUIRECOMPUTINGUNITREQUEST']._serialized_start=2994
+  _globals['_ACQUIRECOMPUTINGUNITREQUEST']._serialized_end=3050
+  _globals['_ACQUIRECOMPUTINGUNITRESPONSE']._serialized_start=3052
+  _globals['_ACQUIRECOMPUTINGUNITRESPONSE']._serialized_end=3147
+  _globals['_REGISTRYSERVICE']._serialized_start=3390
+  _globals['_REGISTRYSERVICE']._serialized_end=4842
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from texera.lake.internal.v1 import execution_credentials_pb2 as texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2
 from texera.lake.internal.v1 import registry_service_pb2 as texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -84,6 +85,16 @@ class RegistryServiceStub:
                 '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+                _registered_method=True)
+        self.IssueExecutionToken = channel.unary_unary(
+                '/texera.lake.internal.v1.RegistryService/IssueExecutionToken',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.FromString,
+                _registered_method=True)
+        self.VendTableCredentials = channel.unary_unary(
+                '/texera.lake.internal.v1.RegistryService/VendTableCredentials',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
                 _registered_method=True)
 
 
@@ -176,6 +187,27 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssueExecutionToken(self, request, context):
+        """Internal, for units only. Issues the token an execution's Spark tasks
+        renew their storage credentials with (see VendTableCredentials), for an
+        unfinished execution bound to the calling unit. Calling again renews it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VendTableCredentials(self, request, context):
+        """Internal, for execution tokens only. Vends fresh storage credentials for
+        one of the execution's own tables (results, runtime statistics, console
+        messages) while the execution has not ended, asking the catalog with the
+        registry's own token. Any other table answers NOT_FOUND
+        (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+        an ended execution answers PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +255,16 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.AcquireComputingUnit,
                     request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
                     response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
+            ),
+            'IssueExecutionToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueExecutionToken,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.SerializeToString,
+            ),
+            'VendTableCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.VendTableCredentials,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +516,60 @@ class RegistryService:
             '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
             texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
             texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueExecutionToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.RegistryService/IssueExecutionToken',
+            texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VendTableCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.RegistryService/VendTableCredentials',
+            texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

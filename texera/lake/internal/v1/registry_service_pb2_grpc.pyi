@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from texera.lake.internal.v1 import execution_credentials_pb2 as _execution_credentials_pb2
 from texera.lake.internal.v1 import registry_service_pb2 as _registry_service_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -80,6 +81,19 @@ class RegistryServiceStub:
     NOT_FOUND), or the user's default unit, created on first use. A stopped
     unit is started again and the call waits for it within its deadline.
     """
+    IssueExecutionToken: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]
+    """Internal, for units only. Issues the token an execution's Spark tasks
+    renew their storage credentials with (see VendTableCredentials), for an
+    unfinished execution bound to the calling unit. Calling again renews it.
+    """
+    VendTableCredentials: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]
+    """Internal, for execution tokens only. Vends fresh storage credentials for
+    one of the execution's own tables (results, runtime statistics, console
+    messages) while the execution has not ended, asking the catalog with the
+    registry's own token. Any other table answers NOT_FOUND
+    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+    an ended execution answers PERMISSION_DENIED.
+    """
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -132,6 +146,19 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     named one (owned by or shared with the user; any other answers
     NOT_FOUND), or the user's default unit, created on first use. A stopped
     unit is started again and the call waits for it within its deadline.
+    """
+    IssueExecutionToken: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]  # type: ignore[assignment]
+    """Internal, for units only. Issues the token an execution's Spark tasks
+    renew their storage credentials with (see VendTableCredentials), for an
+    unfinished execution bound to the calling unit. Calling again renews it.
+    """
+    VendTableCredentials: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]  # type: ignore[assignment]
+    """Internal, for execution tokens only. Vends fresh storage credentials for
+    one of the execution's own tables (results, runtime statistics, console
+    messages) while the execution has not ended, asking the catalog with the
+    registry's own token. Any other table answers NOT_FOUND
+    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+    an ended execution answers PERMISSION_DENIED.
     """
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -236,6 +263,31 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         named one (owned by or shared with the user; any other answers
         NOT_FOUND), or the user's default unit, created on first use. A stopped
         unit is started again and the call waits for it within its deadline.
+        """
+
+    @_abc_1.abstractmethod
+    def IssueExecutionToken(
+        self,
+        request: _execution_credentials_pb2.IssueExecutionTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_credentials_pb2.IssueExecutionTokenResponse, _abc.Awaitable[_execution_credentials_pb2.IssueExecutionTokenResponse]]:
+        """Internal, for units only. Issues the token an execution's Spark tasks
+        renew their storage credentials with (see VendTableCredentials), for an
+        unfinished execution bound to the calling unit. Calling again renews it.
+        """
+
+    @_abc_1.abstractmethod
+    def VendTableCredentials(
+        self,
+        request: _execution_credentials_pb2.VendTableCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_credentials_pb2.VendTableCredentialsResponse, _abc.Awaitable[_execution_credentials_pb2.VendTableCredentialsResponse]]:
+        """Internal, for execution tokens only. Vends fresh storage credentials for
+        one of the execution's own tables (results, runtime statistics, console
+        messages) while the execution has not ended, asking the catalog with the
+        registry's own token. Any other table answers NOT_FOUND
+        (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+        an ended execution answers PERMISSION_DENIED.
         """
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
