@@ -66,7 +66,7 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 EX = execution_pb2
 es = execution_service_pb2
 rs = retention_service_pb2
