@@ -134,7 +134,7 @@ def list_executions(connection: Connection, args: argparse.Namespace) -> None:
         [
             (
                 e.execution_id,
-                state_name(e),
+                state_name(e) + (" (deleted)" if e.HasField("delete_time") else ""),
                 e.warehouse_id,
                 e.computing_unit_id,
                 e.progress.rows_written,

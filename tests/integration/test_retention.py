@@ -66,7 +66,7 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 EX = execution_pb2
 es = execution_service_pb2
 rs = retention_service_pb2
@@ -426,6 +426,10 @@ def test_deleting_from_the_command_line(lake: Lake) -> None:
     execution_id = lake.stage()
     printed = cli(lake, "execution", "delete", execution_id)
     assert f"execution {execution_id} deleted at" in printed
+    listed = cli(lake, "executions", "--warehouse", lake.warehouse_id, "--limit", "500")
+    assert [line.split()[1:3] for line in listed.splitlines() if execution_id in line] == [
+        ["SUCCEEDED", "(deleted)"]
+    ]
     assert lake.owner.get(execution_id).HasField("delete_time")
 
 
