@@ -206,30 +206,36 @@ def schedule(stack: Stack, execution_id: str) -> None:
     asyncio.run(due())
 
 
-def test_the_registry_publishes_each_warehouses_sums_as_gauges(lake: Lake) -> None:
-    summed = lake.settled()
+def gauges(lake: Lake) -> dict[str, float]:
+    """The registry's usage gauges of the warehouse, by figure, as Prometheus scrapes them."""
     port = lake.stack.ports.metrics["warehouse-service"]
     label = f'{{warehouse_id="{lake.warehouse_id}"}}'
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return {
+        line.split("{")[0].removeprefix("texera_lake_warehouse_"): float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("texera_lake_warehouse_") and label in line
+    }
+
+
+def eventually_shown(lake: Lake, expected: dict[str, float]) -> None:
     deadline = time.monotonic() + READING_SECONDS
-    while True:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        shown = {
-            line.split("{")[0].removeprefix("texera_lake_warehouse_"): float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("texera_lake_warehouse_") and label in line
-        }
-        expected = {
-            "bytes": summed.usage.bytes,
-            "data_files": summed.usage.data_files,
-            "rows": summed.usage.rows,
-            "snapshots": summed.usage.snapshots,
-            "tables": summed.usage.tables,
-            "executions": summed.executions,
-        }
-        if shown == expected:
-            return
+    while (shown := gauges(lake)) != expected:
         assert time.monotonic() < deadline, (shown, expected)
         time.sleep(0.5)
+
+
+def test_the_registry_publishes_each_warehouses_sums_as_gauges(lake: Lake) -> None:
+    summed = lake.settled()
+    expected = {
+        "bytes": summed.usage.bytes,
+        "data_files": summed.usage.data_files,
+        "rows": summed.usage.rows,
+        "snapshots": summed.usage.snapshots,
+        "tables": summed.usage.tables,
+        "executions": summed.executions,
+    }
+    eventually_shown(lake, {figure: float(value) for figure, value in expected.items()})
 
 
 def test_the_command_line_shows_the_same_figures(
@@ -400,3 +406,4 @@ def test_a_deleted_warehouse_stores_nothing_any_more(stack: Stack) -> None:
         assert time.monotonic() < deadline, f"the deleted warehouse still counts {after}"
         time.sleep(0.3)
     assert after.executions == 1
+    eventually_shown(lake, {})  # a deleted warehouse has no gauges
