@@ -37,6 +37,8 @@ class UsageMeter:
         self._db = db
         self._catalog = catalog
         self._pacing = pacing
+        #: The warehouses whose gauges are set.
+        self._published: set[str] = set()
 
     async def run_forever(self) -> None:
         await work_forever(self._round, self._pacing, "usage reading")
@@ -55,12 +57,16 @@ class UsageMeter:
         return len(rows)
 
     async def publish(self) -> None:
-        """Sets the gauges to every warehouse's sums."""
+        """Sets the gauges to every warehouse's sums, and drops those of warehouses deleted
+        since (never clearing them all: a scrape meanwhile would see none)."""
         rows = await usage_repository.of_every_warehouse(self._db)
+        shown = {str(row["warehouse_id"]): row for row in rows}
         for figure, gauge in WAREHOUSE_USAGE.items():
-            gauge.clear()
-            for row in rows:
-                gauge.labels(warehouse_id=str(row["warehouse_id"])).set(row[figure])
+            for warehouse_id, row in shown.items():
+                gauge.labels(warehouse_id=warehouse_id).set(row[figure])
+            for warehouse_id in self._published - shown.keys():
+                gauge.remove(warehouse_id)
+        self._published = set(shown)
 
     async def _measure_one(self, row: asyncpg.Record) -> None:
         execution_id = row["execution_id"]

@@ -20,7 +20,7 @@ from embedded_stack.stack import Stack
 from lake_cli.__main__ import main as cli
 from lake_tables.naming import CONSOLE_LOGS, RESULTS, RUNTIME_STATS, execution_table
 from tests.integration.catalog_client import rest_catalog
-from tests.integration.executions import filtered_numbers, unit_as
+from tests.integration.executions import filtered_numbers, udf, unit_as, workflow
 from tests.integration.mesh import (
     RegistryClient,
     bad_fields,
@@ -131,6 +131,8 @@ def pyiceberg_usage(catalog: RestCatalog, execution_id: str, result_tables: list
     identifiers += [(RUNTIME_STATS, telemetry), (CONSOLE_LOGS, telemetry)]
     total = Usage()
     for identifier in identifiers:
+        if not catalog.table_exists(identifier):  # an execution that never wrote telemetry
+            continue
         table = catalog.load_table(identifier)
         files = table.inspect.files()
         data = files.filter(pc.equal(files["content"], 0))
@@ -204,30 +206,36 @@ def schedule(stack: Stack, execution_id: str) -> None:
     asyncio.run(due())
 
 
-def test_the_registry_publishes_each_warehouses_sums_as_gauges(lake: Lake) -> None:
-    summed = lake.settled()
+def gauges(lake: Lake) -> dict[str, float]:
+    """The registry's usage gauges of the warehouse, by figure, as Prometheus scrapes them."""
     port = lake.stack.ports.metrics["warehouse-service"]
     label = f'{{warehouse_id="{lake.warehouse_id}"}}'
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return {
+        line.split("{")[0].removeprefix("texera_lake_warehouse_"): float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("texera_lake_warehouse_") and label in line
+    }
+
+
+def eventually_shown(lake: Lake, expected: dict[str, float]) -> None:
     deadline = time.monotonic() + READING_SECONDS
-    while True:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        shown = {
-            line.split("{")[0].removeprefix("texera_lake_warehouse_"): float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("texera_lake_warehouse_") and label in line
-        }
-        expected = {
-            "bytes": summed.usage.bytes,
-            "data_files": summed.usage.data_files,
-            "rows": summed.usage.rows,
-            "snapshots": summed.usage.snapshots,
-            "tables": summed.usage.tables,
-            "executions": summed.executions,
-        }
-        if shown == expected:
-            return
+    while (shown := gauges(lake)) != expected:
         assert time.monotonic() < deadline, (shown, expected)
         time.sleep(0.5)
+
+
+def test_the_registry_publishes_each_warehouses_sums_as_gauges(lake: Lake) -> None:
+    summed = lake.settled()
+    expected = {
+        "bytes": summed.usage.bytes,
+        "data_files": summed.usage.data_files,
+        "rows": summed.usage.rows,
+        "snapshots": summed.usage.snapshots,
+        "tables": summed.usage.tables,
+        "executions": summed.executions,
+    }
+    eventually_shown(lake, {figure: float(value) for figure, value in expected.items()})
 
 
 def test_the_command_line_shows_the_same_figures(
@@ -352,6 +360,31 @@ def test_a_unit_cannot_count_another_executions_table_as_its_own(lake: Lake) -> 
     assert figures(lake.execution_usage(victim).usage).tables == 3
 
 
+def test_a_failed_execution_counts_its_statistics_and_console_messages_only(lake: Lake) -> None:
+    client = unit_as(lake.stack, lake.owner)
+    failing = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 10, "partitions": 1}},
+            {
+                "operator_id": "broken",
+                "input_operator_ids": ["n"],
+                "python_udf": udf(
+                    "def process(batches):\n    raise ValueError('broken on purpose')\n",
+                    [("id", "bigint")],
+                ),
+                "materialize": True,
+            },
+        ]
+    )
+    submitted = client.submit(lake.warehouse_id, failing)
+    finished = client.finish(submitted.execution_id)
+    assert finished.state == EX.EXECUTION_STATE_FAILED, finished
+    lake.executions[finished.execution_id] = []
+    lake.settled()
+    check_against_pyiceberg(lake)
+    assert lake.execution_usage(finished.execution_id).usage.tables == 2
+
+
 def test_an_unfinished_execution_is_pending_and_counts_nothing_yet(lake: Lake) -> None:
     _, execution_id = bound(lake, "running")
     shown = lake.execution_usage(execution_id)
@@ -373,3 +406,4 @@ def test_a_deleted_warehouse_stores_nothing_any_more(stack: Stack) -> None:
         assert time.monotonic() < deadline, f"the deleted warehouse still counts {after}"
         time.sleep(0.3)
     assert after.executions == 1
+    eventually_shown(lake, {})  # a deleted warehouse has no gauges
