@@ -35,6 +35,8 @@ from tests.integration.mesh import (
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import (
     execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
     usage_pb2,
     warehouse_pb2,
     warehouse_service_pb2,
@@ -407,3 +409,28 @@ def test_a_deleted_warehouse_stores_nothing_any_more(stack: Stack) -> None:
         time.sleep(0.3)
     assert after.executions == 1
     eventually_shown(lake, {})  # a deleted warehouse has no gauges
+
+
+def test_a_deleted_execution_stores_nothing_and_the_sum_follows(stack: Stack) -> None:
+    lake = new_lake(stack, "forgetting", (300, 60))
+    lake.settled()
+    deleted, kept = list(lake.executions)
+    before = lake.execution_usage(deleted)
+    assert figures(before.usage).tables == 3
+    executions = execution_service_pb2_grpc.ExecutionServiceStub(
+        grpc.insecure_channel(stack.target("gateway"))
+    )
+    executions.DeleteExecution(
+        execution_service_pb2.DeleteExecutionRequest(execution_id=deleted),
+        metadata=lake.as_user(lake.owner),
+        timeout=60,
+    )
+    # Once its tables are dropped, the registry reads the execution again: it holds nothing.
+    deadline = time.monotonic() + READING_SECONDS
+    while (now := lake.execution_usage(deleted)).measurement_pending or figures(
+        now.usage
+    ) != Usage():
+        assert time.monotonic() < deadline, f"the deleted execution still counts {now}"
+        time.sleep(0.3)
+    remaining = pyiceberg_usage(lake.catalog, kept, lake.executions[kept])
+    assert figures(lake.settled().usage) == remaining
