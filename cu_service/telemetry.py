@@ -14,14 +14,17 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 
+from cu_service.parallel import in_parallel
 from cu_service.workflow.udf import ConsoleEntry, clip
 from cu_service.writer.commit import CommitMark, commit_once
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
@@ -100,23 +103,29 @@ class Telemetry:
     def _identifier(self, namespace: str) -> tuple[str, str]:
         return (namespace, execution_table(self.execution_id))
 
-    def open(self) -> None:
-        """Creates the two tables and starts flushing on the timer."""
-        for namespace, schema in ((RUNTIME_STATS, STATS_SCHEMA), (CONSOLE_LOGS, CONSOLE_SCHEMA)):
-            identifier = self._identifier(namespace)
+    def table_creations(self) -> list[Callable[[], None]]:
+        """Creating each of the two tables, to be done (in any order) before start()."""
+        return [
+            partial(self._create_table, namespace, schema)
+            for namespace, schema in ((RUNTIME_STATS, STATS_SCHEMA), (CONSOLE_LOGS, CONSOLE_SCHEMA))
+        ]
 
-            def create(
-                identifier: tuple[str, str] = identifier, schema: pa.Schema = schema
-            ) -> None:
-                # Exists already: a retried execution on this unit, or an answer that was lost.
-                with contextlib.suppress(TableAlreadyExistsError):
-                    self.catalog.create_table(
-                        identifier, schema=schema, properties=self.table_properties
-                    )
+    def _create_table(self, namespace: str, schema: pa.Schema) -> None:
+        identifier = self._identifier(namespace)
 
-            retry_call(
-                create, policy=self.retry, transient=transient_table_failure, what="create table"
-            )
+        def create() -> None:
+            # Exists already: a retried execution on this unit, or an answer that was lost.
+            with contextlib.suppress(TableAlreadyExistsError):
+                self.catalog.create_table(
+                    identifier, schema=schema, properties=self.table_properties
+                )
+
+        retry_call(
+            create, policy=self.retry, transient=transient_table_failure, what="create table"
+        )
+
+    def start(self) -> None:
+        """Starts flushing on the timer; the tables exist."""
         self._thread = threading.Thread(
             target=self._flush_on_timer, name=f"telemetry-{self.execution_id}", daemon=True
         )
@@ -136,20 +145,23 @@ class Telemetry:
             self.flush()
 
     def flush(self) -> None:
-        """Appends what gathered since the last flush; what cannot be appended within the
-        retry window is logged and kept for the next flush."""
+        """Appends what gathered since the last flush, to both tables at once; what cannot be
+        appended within the retry window is logged and kept for the next flush."""
         self._gather()
-        for namespace, outbox in self._outboxes.items():
-            try:
-                while outbox.batches:
-                    sequence, rows = outbox.batches[0]
-                    self._append(namespace, sequence, rows)
-                    outbox.batches.pop(0)
-            except Exception:
-                log.exception(
-                    "could not append telemetry; keeping it for the next flush",
-                    extra={"execution_id": self.execution_id, "table": namespace},
-                )
+        in_parallel([partial(self._drain, namespace) for namespace in self._outboxes])
+
+    def _drain(self, namespace: str) -> None:
+        outbox = self._outboxes[namespace]
+        try:
+            while outbox.batches:
+                sequence, rows = outbox.batches[0]
+                self._append(namespace, sequence, rows)
+                outbox.batches.pop(0)
+        except Exception:
+            log.exception(
+                "could not append telemetry; keeping it for the next flush",
+                extra={"execution_id": self.execution_id, "table": namespace},
+            )
 
     def _gather(self) -> None:
         """Moves new console messages and changed statistics into the outboxes."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 from pyiceberg.table import Table
@@ -34,6 +35,7 @@ from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.writer")
+tracer = trace.get_tracer("cu_service")
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ class OutputWriter:
         #: Bytes written so far across every output of this writer.
         self._written = 0
 
-    def write(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> WrittenOutput:
-        """Creates the output's table and fills it; output is updated as it goes."""
+    def create(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> Table:
+        """Creates the output's (empty) table and notes its location in output."""
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
         schema = arrow_schema(frame.schema)
         properties = {**self._properties, "texera.operator-id": operator_id}
@@ -110,14 +112,21 @@ class OutputWriter:
                     raise
                 return self._catalog.load_table(identifier)  # created; its answer was lost
 
-        table = retry_call(
-            create,
-            policy=self._policy.retry,
-            transient=transient_table_failure,
-            what="create table",
-        )
+        with tracer.start_as_current_span("create table"):
+            table = retry_call(
+                create,
+                policy=self._policy.retry,
+                transient=transient_table_failure,
+                what="create table",
+            )
         output.location = table.location()
-        self._on_progress(output)  # listed from now on, even if it ends with no rows
+        return table
+
+    def write(
+        self, operator_id: str, frame: DataFrame, output: WrittenOutput, table: Table
+    ) -> WrittenOutput:
+        """Fills the output's table, made by create(); output is updated as it goes."""
+        identifier = (RESULTS, result_table(self._execution_id, operator_id))
         spec = WriteSpec(
             access=TableAccess.of(self._catalog, table),
             operator_id=operator_id,
@@ -134,9 +143,10 @@ class OutputWriter:
         last_commit = time.monotonic()
         for start in range(0, partitions, wave):
             self._check_cancelled()
-            written = context.runJob(
-                rdd, _file_bytes, list(range(start, min(start + wave, partitions)))
-            )
+            with tracer.start_as_current_span("spark job", attributes={"partitions.first": start}):
+                written = context.runJob(
+                    rdd, _file_bytes, list(range(start, min(start + wave, partitions)))
+                )
             described = [pickle.loads(entry) for entry in written]  # noqa: S301 - our own tasks' output
             pending += described
             output.rows += sum(int(d["record_count"]) for d in described)
@@ -163,12 +173,13 @@ class OutputWriter:
         output: WrittenOutput,
     ) -> None:
         entries = list(described)
-        table = commit_once(
-            lambda: self._catalog.load_table(identifier),
-            append_files(entries),
-            CommitMark(self._execution_id, output.commits + 1),
-            self._policy.retry,
-        )
+        with tracer.start_as_current_span("commit", attributes={"files": len(entries)}):
+            table = commit_once(
+                lambda: self._catalog.load_table(identifier),
+                append_files(entries),
+                CommitMark(self._execution_id, output.commits + 1),
+                self._policy.retry,
+            )
         snapshot = table.current_snapshot()
         output.snapshot_id = snapshot.snapshot_id if snapshot else 0
         output.commits += 1
