@@ -45,6 +45,7 @@ from cu_service.registry import RegistryClient
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
+from cu_service.spark import shuffle_partitions
 from cu_service.submission import check_queries, check_request
 from cu_service.telemetry import Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
@@ -283,6 +284,7 @@ class ExecutionManager:
         """A session of the execution's own, its console accumulator, and the compiled
         workflow; JVM calls, so on a thread."""
         session = self._spark.newSession()
+        session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(self._spark)))
         console = self._spark.sparkContext.accumulator([], ConsoleParam())
 
         def read_iceberg(index: int, op: workflow_pb2.Operator) -> object:

@@ -103,13 +103,13 @@ class ExecutionRun:
             writer = self._writer()
             with tracer.start_as_current_span("create tables"):
                 tables = self._create_tables(writer)
-            self.telemetry.start()
             self.reporter.running()
             # Reported after RUNNING, which the registry must hear first: the outputs are
             # listed from now on, even one that ends with no rows.
             self.reporter.progress(list(self.outputs.values()))
             self._recheck_files()
             self._write_outputs(writer, tables)
+            self.telemetry.opened()
         except BaseException as exc:
             self._fail(exc)
         else:
@@ -141,8 +141,9 @@ class ExecutionRun:
 
     def _create_tables(self, writer: OutputWriter) -> dict[str, Table]:
         """Creates the namespaces, then every table of the execution side by side (each is a
-        few round trips to the catalog): the telemetry tables and the result tables, which
-        are listed as outputs first, so that a failure drops the ones made."""
+        few round trips to the catalog): the telemetry tables in the background, and the
+        result tables, which are listed as outputs first, so that a failure drops the ones
+        made."""
         in_parallel(
             [
                 partial(
@@ -155,21 +156,19 @@ class ExecutionRun:
                 for namespace in NAMESPACES
             ]
         )
+        self.telemetry.start()
         materialized = self.compiled.materialized
         for operator_id in materialized:
             self.outputs[operator_id] = WrittenOutput(
                 operator_id, RESULTS, result_table(self.execution_id, operator_id)
             )
-        creations: list[Callable[[], Table | None]] = [
-            partial(writer.create, o, self.compiled.frames[o], self.outputs[o])
-            for o in materialized
-        ]
-        made = in_parallel([*creations, *self.telemetry.table_creations()])
-        tables = {}
-        for operator_id, table in zip(materialized, made, strict=False):  # results come first
-            assert table is not None
-            tables[operator_id] = table
-        return tables
+        made = in_parallel(
+            [
+                partial(writer.create, o, self.compiled.frames[o], self.outputs[o])
+                for o in materialized
+            ]
+        )
+        return dict(zip(materialized, made, strict=True))
 
     def _write_outputs(self, writer: OutputWriter, tables: dict[str, Table]) -> None:
         for operator_id in self.compiled.materialized:

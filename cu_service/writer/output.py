@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, Row
 
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
-from cu_service.writer.commit import CommitMark, append_files, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, append_files, commit_once
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
 from lake_tables.naming import RESULTS, result_table
 from lake_tables.transient import transient_table_failure
@@ -141,6 +141,7 @@ class OutputWriter:
         wave = max(1, context.defaultParallelism) * 4
         pending: list[dict[str, Any]] = []
         last_commit = time.monotonic()
+        fresh = FreshTable(table, self._policy.commit_interval_seconds)
         for start in range(0, partitions, wave):
             self._check_cancelled()
             with tracer.start_as_current_span("spark job", attributes={"partitions.first": start}):
@@ -160,10 +161,10 @@ class OutputWriter:
             pending_bytes = sum(int(d["file_size_in_bytes"]) for d in pending)
             due = time.monotonic() - last_commit >= self._policy.commit_interval_seconds
             if pending and (due or pending_bytes >= self._policy.commit_max_bytes):
-                self._commit(identifier, pending, output)
+                self._commit(identifier, pending, output, fresh)
                 pending, last_commit = [], time.monotonic()
         if pending:
-            self._commit(identifier, pending, output)
+            self._commit(identifier, pending, output, fresh)
         return output
 
     def _commit(
@@ -171,11 +172,12 @@ class OutputWriter:
         identifier: tuple[str, str],
         described: Iterable[dict[str, Any]],
         output: WrittenOutput,
+        fresh: FreshTable,
     ) -> None:
         entries = list(described)
         with tracer.start_as_current_span("commit", attributes={"files": len(entries)}):
             table = commit_once(
-                lambda: self._catalog.load_table(identifier),
+                fresh.loader(lambda: self._catalog.load_table(identifier)),
                 append_files(entries),
                 CommitMark(self._execution_id, output.commits + 1),
                 self._policy.retry,
