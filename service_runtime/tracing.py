@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from service_runtime.config import ServerSettings
 
@@ -100,7 +101,9 @@ def configure_tracing(service: str, settings: ServerSettings) -> TracerProvider 
 
 
 def server_interceptor() -> grpc.aio.ServerInterceptor:
-    """Starts a span for each served call, continuing the caller's trace."""
+    """Starts a span for each served call, continuing the caller's trace. Only the trace
+    context crosses the mesh: W3C baggage a caller sends is neither taken up nor passed on."""
+    propagate.set_global_textmap(TraceContextTextMapPropagator())
     interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
         filter_=_TRACED_CALLS
     )

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+from collections.abc import Iterator
 
+from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from service_runtime.config import ServerSettings
 from service_runtime.propagation import context_metadata
-from service_runtime.tracing import JsonLinesExporter, configure_tracing, trace_metadata
+from service_runtime.tracing import (
+    JsonLinesExporter,
+    configure_tracing,
+    server_interceptor,
+    trace_metadata,
+)
 
 
 def _provider(*exporters: object) -> TracerProvider:
@@ -55,3 +63,22 @@ def test_calls_made_within_a_span_carry_its_trace() -> None:
         assert key == "traceparent"
         assert value.startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
         assert (key, value) in context_metadata()
+
+
+@contextlib.contextmanager
+def context_of(values: context.Context) -> Iterator[None]:
+    token = context.attach(values)
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def test_only_the_trace_context_crosses_the_mesh() -> None:
+    server_interceptor()
+    tracer = _provider(InMemorySpanExporter()).get_tracer("test")
+    with (
+        context_of(baggage.set_baggage("user-said", "x" * 100)),
+        tracer.start_as_current_span("call"),
+    ):
+        assert [key for key, _ in trace_metadata()] == ["traceparent"]
