@@ -25,6 +25,7 @@ import grpc
 import pyarrow as pa
 
 from benchmarks.shared import (
+    UNLIMITED,
     USER,
     PeakMemory,
     create_warehouse,
@@ -43,11 +44,6 @@ from texera.lake.v1 import (
 )
 
 MIB = 1024 * 1024
-#: The benchmark measures forwarding, not the per-user rate limit.
-UNLIMITED = {
-    "TEXERA_LAKE_GATEWAY_RATE_PER_SECOND": "1000000",
-    "TEXERA_LAKE_GATEWAY_RATE_BURST": "1000000",
-}
 
 
 #: A long and a 200-character string: about 210 bytes a row in Arrow.

@@ -13,8 +13,8 @@ thread, never on the event loop, so the unit keeps answering whatever Spark does
 
 The execution's current view lives here, changed only on the event loop's
 thread; watchers see every change, and a sync task per execution sends the
-latest view to the registry, at most once a second, retrying until the final
-state has arrived. A final state is shown to callers only once the registry
+latest view to the registry, at most once a second (a final state at once),
+retrying until the final state has arrived. A final state is shown to callers only once the registry
 has recorded it: whoever sees SUCCEEDED can read the results at once.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import logging
 import uuid
@@ -32,6 +33,7 @@ from functools import partial
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
+from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyspark import SparkContext
@@ -45,6 +47,7 @@ from cu_service.registry import RegistryClient
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
+from cu_service.spark import shuffle_partitions
 from cu_service.submission import check_queries, check_request
 from cu_service.telemetry import Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
@@ -61,6 +64,7 @@ from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
 log = logging.getLogger("cu_service.manager")
+tracer = trace.get_tracer("cu_service")
 EX = execution_pb2
 _ID_NAMESPACE = uuid.UUID("0d9c4b7e-3a51-4f62-9d8e-5b2a7c1e4f30")
 #: Finished executions kept in memory; older ones are answered from the registry's ledger.
@@ -107,6 +111,8 @@ class LocalExecution:
     time_limit_reason: str | None = None
     #: The final view, decided and waiting for the registry to record it before it is shown.
     final: execution_pb2.Execution | None = None
+    #: Set with final: the registry sync sends it without waiting out its pause.
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
     updated: asyncio.Event = field(default_factory=asyncio.Event)
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -192,11 +198,13 @@ class ExecutionManager:
                 f"execution id {execution_id} is already used by another submission",
             )
         binding = await self._registry.resolve_warehouse(request.warehouse_id)
-        catalog = await self._catalogs.get_or_unavailable(request.warehouse_id, binding)
+        with tracer.start_as_current_span("catalog"):
+            catalog = await self._catalogs.get_or_unavailable(request.warehouse_id, binding)
         tables = await self._resolve_tables(request.workflow, request.warehouse_id)
-        session, console, compiled = await asyncio.to_thread(
-            self._compile, catalog, tables, request.workflow
-        )
+        with tracer.start_as_current_span("compile"):
+            session, console, compiled = await asyncio.to_thread(
+                self._compile, catalog, tables, request.workflow
+            )
         bound = await self._registry.bind(
             registry_service_pb2.BindExecutionRequest(
                 execution_id=execution_id,
@@ -280,6 +288,7 @@ class ExecutionManager:
         """A session of the execution's own, its console accumulator, and the compiled
         workflow; JVM calls, so on a thread."""
         session = self._spark.newSession()
+        session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(self._spark)))
         console = self._spark.sparkContext.accumulator([], ConsoleParam())
 
         def read_iceberg(index: int, op: workflow_pb2.Operator) -> object:
@@ -315,12 +324,16 @@ class ExecutionManager:
             del self._executions[local.execution.execution_id]
 
     async def _run(self, local: LocalExecution, prepared: Prepared) -> None:
-        pool = await self._pools.get()
-        try:
-            if not local.terminal:  # else cancelled while it waited
-                await self._run_in_pool(local, prepared, pool)
-        finally:
-            self._pools.put_nowait(pool)
+        with tracer.start_as_current_span(
+            "execution", attributes={"execution.id": local.execution.execution_id}
+        ):
+            with tracer.start_as_current_span("queue"):
+                pool = await self._pools.get()
+            try:
+                if not local.terminal:  # else cancelled while it waited
+                    await self._run_in_pool(local, prepared, pool)
+            finally:
+                self._pools.put_nowait(pool)
 
     async def _run_in_pool(self, local: LocalExecution, prepared: Prepared, pool: str) -> None:
         execution = local.execution
@@ -358,7 +371,8 @@ class ExecutionManager:
                 partial(self._issue_token, execution.execution_id, loop),
             ),
         )
-        running = loop.run_in_executor(self._threads, run)
+        # On the run's thread within this task's context: its spans belong to the execution's.
+        running = loop.run_in_executor(self._threads, contextvars.copy_context().run, run)
         try:
             await asyncio.wait_for(asyncio.shield(running), self._limits.run_seconds)
         except TimeoutError:
@@ -430,6 +444,7 @@ class ExecutionManager:
         if state != EX.EXECUTION_STATE_SUCCEEDED:
             del final.outputs[:]  # dropped with the partial results
         local.final = final
+        local.decided.set()
         local.dirty.set()  # shown once the registry has it (see _sync)
         log.info(
             "execution ended",
@@ -490,7 +505,10 @@ class ExecutionManager:
                 local.execution.CopyFrom(shown)
                 self._changed(local)
                 return
-            await asyncio.sleep(1.0)  # at most one report a second; changes meanwhile are coalesced
+            # At most one report a second, changes meanwhile coalesced; but a final state goes
+            # out as soon as it is decided, since callers wait for it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(local.decided.wait(), 1.0)
 
     # Watching and cancelling --------------------------------------------------------
 

@@ -24,12 +24,15 @@ from typing import Protocol
 
 import requests
 import sqlalchemy.exc
+from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
+from pyiceberg.table import Table
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from cu_service.execution_credentials import ExecutionCredentials
+from cu_service.parallel import in_parallel
 from cu_service.resource_limits import RESOURCE_LIMIT, ResourceLimitExceeded, RunLimits
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
@@ -43,6 +46,7 @@ from service_runtime.retry import retry_call
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
+tracer = trace.get_tracer("cu_service")
 
 
 class Reporter(Protocol):
@@ -99,17 +103,16 @@ class ExecutionRun:
                 stats.input_bytes = facts.bytes
             self.telemetry.stats[operator_id] = stats
         try:
-            for namespace in NAMESPACES:
-                retry_call(
-                    partial(self.catalog.create_namespace_if_not_exists, namespace),
-                    policy=self.policy.retry,
-                    transient=transient_table_failure,
-                    what="create namespace",
-                )
-            self.telemetry.open()
+            writer = self._writer()
+            with tracer.start_as_current_span("create tables"):
+                tables = self._create_tables(writer)
             self.reporter.running()
+            # Reported after RUNNING, which the registry must hear first: the outputs are
+            # listed from now on, even one that ends with no rows.
+            self.reporter.progress(list(self.outputs.values()))
             self._recheck_files()
-            self._write_outputs()
+            self._write_outputs(writer, tables)
+            self.telemetry.opened()
         except BaseException as exc:
             self._fail(exc)
         else:
@@ -128,8 +131,8 @@ class ExecutionRun:
             except OutsideRoots as exc:
                 raise OperatorFailure(operator_id, f"file source: {exc}", "", "") from exc
 
-    def _write_outputs(self) -> None:
-        writer = OutputWriter(
+    def _writer(self) -> OutputWriter:
+        return OutputWriter(
             catalog=self.catalog,
             execution_id=self.execution_id,
             table_properties=self.table_properties,
@@ -139,15 +142,51 @@ class ExecutionRun:
             over_limit=self.limits.result_bytes_exceeded,
             credentials=self.credentials,
         )
+
+    def _create_tables(self, writer: OutputWriter) -> dict[str, Table]:
+        """Creates the namespaces, then every table of the execution side by side (each is a
+        few round trips to the catalog): the telemetry tables in the background, and the
+        result tables, which are listed as outputs first, so that a failure drops the ones
+        made."""
+        in_parallel(
+            [
+                partial(
+                    retry_call,
+                    partial(self.catalog.create_namespace_if_not_exists, namespace),
+                    policy=self.policy.retry,
+                    transient=transient_table_failure,
+                    what="create namespace",
+                )
+                for namespace in NAMESPACES
+            ]
+        )
+        self.telemetry.start()
+        materialized = self.compiled.materialized
+        for operator_id in materialized:
+            self.outputs[operator_id] = WrittenOutput(
+                operator_id, RESULTS, result_table(self.execution_id, operator_id)
+            )
+        made = in_parallel(
+            [
+                partial(writer.create, o, self.compiled.frames[o], self.outputs[o])
+                for o in materialized
+            ]
+        )
+        return dict(zip(materialized, made, strict=True))
+
+    def _write_outputs(self, writer: OutputWriter, tables: dict[str, Table]) -> None:
         for operator_id in self.compiled.materialized:
             self._check_cancelled()
             self.writing = operator_id
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].start()
-            output = self.outputs[operator_id] = WrittenOutput(
-                operator_id, RESULTS, result_table(self.execution_id, operator_id)
-            )
-            writer.write(operator_id, self.compiled.frames[operator_id], output)
+            output = self.outputs[operator_id]
+            with tracer.start_as_current_span(
+                "write output", attributes={"operator.id": operator_id}
+            ):
+                writer.write(
+                    operator_id, self.compiled.frames[operator_id], output, tables[operator_id]
+                )
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].end("COMPLETED")
             self._collect_console()
@@ -274,7 +313,8 @@ class ExecutionRun:
 
     def _close_telemetry(self) -> None:
         try:
-            self.telemetry.close()
+            with tracer.start_as_current_span("write telemetry"):
+                self.telemetry.close()
         except Exception:
             log.exception(
                 "could not write the last telemetry", extra={"execution_id": self.execution_id}

@@ -37,7 +37,8 @@ class ComputingUnitSettings(WarehouseClientSettings):
     spark_master: str = setting(
         "SPARK_MASTER",
         "local[*]",
-        "Spark master URL: local[*], or a cluster's master.",
+        "Spark master URL: local[*], or a cluster's master. Set in the registry's environment, "
+        "the master of every unit it launches as a process (else local[<the unit's cores>]).",
         scoped=True,
     )
     spark_driver_memory: str = setting(

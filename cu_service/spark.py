@@ -84,6 +84,17 @@ def closed_to_workers() -> str | None:
     return None
 
 
+def is_local(master: str) -> bool:
+    """Spark runs inside the unit's own JVM, not on a cluster."""
+    return master == "local" or master.startswith("local[")
+
+
+def shuffle_partitions(spark: SparkSession) -> int:
+    """Partitions after a shuffle: two per task slot Spark has now (the unit's cores in local
+    mode, the executors' cores on a cluster)."""
+    return 2 * spark.sparkContext.defaultParallelism
+
+
 def start_spark(settings: ComputingUnitSettings) -> SparkSession:
     """Starts Spark (a JVM) for this unit; ConfigError says plainly when Java is missing."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -91,19 +102,19 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
             "PySpark needs Java 17 or newer and there is no java on PATH "
             "(on Debian or Ubuntu: sudo apt-get install openjdk-17-jre-headless)"
         )
-    # Spark's Python workers must run this interpreter, with this environment's packages.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    if is_local(settings.spark_master):
+        # Spark's Python workers must run this interpreter, with this environment's packages.
+        # On a cluster they run the cluster's Python (python3 on the workers' PATH).
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     confinement = worker_confinement(settings).encode()
     os.environ[worker_daemon.VARIABLE] = confinement  # local mode: the JVM's own environment
-    cores = os.cpu_count() or 2
     builder = (
         SparkSession.builder.master(settings.spark_master)
         .appName(f"texera-lake-{settings.computing_unit_id}")
         .config("spark.driver.memory", settings.spark_driver_memory)
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
-        .config("spark.sql.shuffle.partitions", str(cores * 2))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
@@ -117,6 +128,8 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
         .config("spark.sql.runSQLOnFiles", "false")
     )
+    if is_local(settings.spark_master):  # executions set theirs (shuffle_partitions)
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so in one line

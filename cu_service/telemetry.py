@@ -10,26 +10,31 @@ something about it changed since the previous one.
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
+from pyiceberg.table import Table
 
+from cu_service.parallel import in_parallel
 from cu_service.workflow.udf import ConsoleEntry, clip
-from cu_service.writer.commit import CommitMark, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, commit_once
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from lake_tables.telemetry import CONSOLE_SCHEMA, STATS_SCHEMA
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.telemetry")
+tracer = trace.get_tracer("cu_service")
 
 
 @dataclass
@@ -95,32 +100,64 @@ class Telemetry:
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _created: threading.Event = field(default_factory=threading.Event)
+    _failure: Exception | None = None
+    #: The tables as created, for their first append.
+    _fresh: dict[str, FreshTable] = field(default_factory=dict)
     _thread: threading.Thread | None = None
 
     def _identifier(self, namespace: str) -> tuple[str, str]:
         return (namespace, execution_table(self.execution_id))
 
-    def open(self) -> None:
-        """Creates the two tables and starts flushing on the timer."""
-        for namespace, schema in ((RUNTIME_STATS, STATS_SCHEMA), (CONSOLE_LOGS, CONSOLE_SCHEMA)):
-            identifier = self._identifier(namespace)
-
-            def create(
-                identifier: tuple[str, str] = identifier, schema: pa.Schema = schema
-            ) -> None:
-                # Exists already: a retried execution on this unit, or an answer that was lost.
-                with contextlib.suppress(TableAlreadyExistsError):
-                    self.catalog.create_table(
-                        identifier, schema=schema, properties=self.table_properties
-                    )
-
-            retry_call(
-                create, policy=self.retry, transient=transient_table_failure, what="create table"
-            )
+    def start(self) -> None:
+        """Creates the two tables (their namespaces exist) on a thread of its own, which then
+        flushes on the timer: the execution goes on meanwhile; opened() waits for them."""
         self._thread = threading.Thread(
-            target=self._flush_on_timer, name=f"telemetry-{self.execution_id}", daemon=True
+            target=contextvars.copy_context().run,
+            args=(self._open_and_flush,),
+            name=f"telemetry-{self.execution_id}",
+            daemon=True,
         )
         self._thread.start()
+
+    def opened(self) -> None:
+        """Waits until the tables exist; raises why they could not be created."""
+        self._created.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    def _open_and_flush(self) -> None:
+        try:
+            with tracer.start_as_current_span("create telemetry tables"):
+                in_parallel(
+                    [
+                        partial(self._create_table, RUNTIME_STATS, STATS_SCHEMA),
+                        partial(self._create_table, CONSOLE_LOGS, CONSOLE_SCHEMA),
+                    ]
+                )
+        except Exception as exc:
+            self._failure = exc
+            return
+        finally:
+            self._created.set()
+        self._flush_on_timer()
+
+    def _create_table(self, namespace: str, schema: pa.Schema) -> None:
+        identifier = self._identifier(namespace)
+
+        def create() -> Table | None:
+            try:
+                return self.catalog.create_table(
+                    identifier, schema=schema, properties=self.table_properties
+                )
+            except TableAlreadyExistsError:
+                return None  # a retried execution on this unit, or an answer that was lost
+
+        table = retry_call(
+            create, policy=self.retry, transient=transient_table_failure, what="create table"
+        )
+        if table is not None:
+            self._fresh[namespace] = FreshTable(table, self.interval_seconds)
 
     def log(self, level: str, message: str, *, operator_id: str = "", traceback: str = "") -> None:
         self.console(
@@ -136,20 +173,23 @@ class Telemetry:
             self.flush()
 
     def flush(self) -> None:
-        """Appends what gathered since the last flush; what cannot be appended within the
-        retry window is logged and kept for the next flush."""
+        """Appends what gathered since the last flush, to both tables at once; what cannot be
+        appended within the retry window is logged and kept for the next flush."""
         self._gather()
-        for namespace, outbox in self._outboxes.items():
-            try:
-                while outbox.batches:
-                    sequence, rows = outbox.batches[0]
-                    self._append(namespace, sequence, rows)
-                    outbox.batches.pop(0)
-            except Exception:
-                log.exception(
-                    "could not append telemetry; keeping it for the next flush",
-                    extra={"execution_id": self.execution_id, "table": namespace},
-                )
+        in_parallel([partial(self._drain, namespace) for namespace in self._outboxes])
+
+    def _drain(self, namespace: str) -> None:
+        outbox = self._outboxes[namespace]
+        try:
+            while outbox.batches:
+                sequence, rows = outbox.batches[0]
+                self._append(namespace, sequence, rows)
+                outbox.batches.pop(0)
+        except Exception:
+            log.exception(
+                "could not append telemetry; keeping it for the next flush",
+                extra={"execution_id": self.execution_id, "table": namespace},
+            )
 
     def _gather(self) -> None:
         """Moves new console messages and changed statistics into the outboxes."""
@@ -190,8 +230,10 @@ class Telemetry:
 
     def _append(self, namespace: str, sequence: int, rows: pa.Table) -> None:
         identifier = self._identifier(namespace)
+        fresh = self._fresh.pop(namespace, None)
+        load = partial(self.catalog.load_table, identifier)  # fresh credentials
         commit_once(
-            lambda: self.catalog.load_table(identifier),  # fresh credentials
+            fresh.loader(load) if fresh else load,
             lambda table, properties: table.append(rows, snapshot_properties=properties),
             CommitMark(self.execution_id, sequence),
             self.retry,

@@ -300,6 +300,7 @@ class Stack:
         prefix = f"{ENV_PREFIX}DEV_CATALOG_"
         clients = json.dumps({CATALOG_CLIENT_ID: self.secrets.catalog_client_secret})
         env = {
+            f"{ENV_PREFIX}TRACE_CONSOLE": "true",  # spans in the services' logs, unless set
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,
@@ -357,6 +358,7 @@ class Stack:
 
     def _service_env(self) -> dict[str, str]:
         env = {
+            f"{ENV_PREFIX}TRACE_CONSOLE": "true",  # spans in the services' logs, unless set
             **self._environ,
             "PYTHONUNBUFFERED": "1",
             f"{ENV_PREFIX}HOST": self.settings.host,

@@ -179,6 +179,17 @@ class ServerSettings(Settings):
         "Ed25519 public key (its 32 bytes in base64) that verifies the internal tokens the "
         "gateway issues. Required by every service but the gateway.",
     )
+    trace_otlp_endpoint: str = setting(
+        "TRACE_OTLP_ENDPOINT",
+        "",
+        "OpenTelemetry collector (OTLP over gRPC, for example http://collector:4317) that the "
+        "service sends its trace spans to; empty sends none.",
+    )
+    trace_console: bool = setting(
+        "TRACE_CONSOLE",
+        False,
+        "Write each finished trace span as a JSON line to standard error (the service's log).",
+    )
     registry_public_key: str = setting(
         "REGISTRY_PUBLIC_KEY",
         "",

@@ -1,6 +1,6 @@
 """Channels for calls between services that carry the served call's context.
 
-An outgoing call made while serving a call carries that call's request id,
+An outgoing call made while serving a call carries that call's request id and trace context,
 its caller's token (so the callee authorizes the same user) and at most the
 time the served call has left before its deadline. Metadata or a timeout the
 caller passes explicitly wins.
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from service_runtime import context
+from service_runtime import context, tracing
 from service_runtime.auth import ON_BEHALF_KEY, bearer
 from service_runtime.interceptors import REQUEST_ID_KEY
 
@@ -32,7 +32,7 @@ def context_metadata(credential: str | None = None) -> list[tuple[str, str]]:
     """The request id and caller token of the call being served, as metadata. With a
     credential (a computing unit's own), the call is made with it, for the user being served
     if there is one."""
-    metadata = []
+    metadata = tracing.trace_metadata()
     if request_id := context.request_id_var.get():
         metadata.append((REQUEST_ID_KEY, request_id))
     identity = context.identity_var.get()

@@ -23,7 +23,7 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from service_runtime import auth, metrics, wire
+from service_runtime import auth, metrics, tracing, wire
 from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
@@ -105,7 +105,11 @@ class RunningServer:
     def __init__(self, process: ServiceProcess) -> None:
         self.process = process
         self._server = grpc.aio.server(
-            interceptors=[ServerInterceptor(process.authenticator), *process.extra_interceptors]
+            interceptors=[
+                tracing.server_interceptor(),
+                ServerInterceptor(process.authenticator),
+                *process.extra_interceptors,
+            ]
         )
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
@@ -206,7 +210,13 @@ def run_service(name: str, build: Callable[[], ServiceProcess]) -> None:
         logging.getLogger().setLevel(process.settings.log_level.upper())
         if process.prepare is not None:
             process.prepare()
-        asyncio.run(serve(process))
+        # After prepare: exporting may start threads, and prepare may fork.
+        tracer_provider = tracing.configure_tracing(name, process.settings)
+        try:
+            asyncio.run(serve(process))
+        finally:
+            if tracer_provider is not None:
+                tracer_provider.shutdown()  # sends the spans still buffered
     except ConfigError as exc:
         log.error("cannot start: %s", exc)
         sys.exit(2)

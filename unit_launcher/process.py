@@ -135,7 +135,10 @@ class ProcessLauncher(Launcher):
             f"{ENV_PREFIX}CU_PORT": str(port),
             f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": f"{self._advertised_host}:{port}",
             f"{ENV_PREFIX}CU_METRICS_PORT": "0",
-            f"{ENV_PREFIX}CU_SPARK_MASTER": f"local[{spec.cores}]",
+            # The unit's own cores, unless units run on a Spark cluster.
+            f"{ENV_PREFIX}CU_SPARK_MASTER": spec.settings.get(
+                f"{ENV_PREFIX}CU_SPARK_MASTER", f"local[{spec.cores}]"
+            ),
             f"{ENV_PREFIX}CU_SPARK_DRIVER_MEMORY": f"{spec.memory_mib}m",
             **{f"{name}_FILE": str(home / "secrets" / name.lower()) for name in spec.secrets},
         }

@@ -11,6 +11,7 @@ only its answer was lost: it is not committed again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,23 @@ class CommitMark:
             for snapshot in table.snapshots()
             if snapshot.summary is not None
         )
+
+
+class FreshTable:
+    """A table just created, so current and with newly vended credentials: the first commit
+    soon after (within max_age seconds) uses it instead of loading it again; every other
+    attempt loads the table."""
+
+    def __init__(self, table: Table, max_age_seconds: float) -> None:
+        self._table: Table | None = table
+        self._until = time.monotonic() + max_age_seconds
+
+    def loader(self, load: Callable[[], Table]) -> Callable[[], Table]:
+        def first_or_load() -> Table:
+            table, self._table = self._table, None
+            return table if table is not None and time.monotonic() < self._until else load()
+
+        return first_or_load
 
 
 def commit_once(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 from pyiceberg.table import Table
@@ -28,13 +29,14 @@ from pyspark.sql import DataFrame, Row
 from cu_service.execution_credentials import ExecutionCredentials
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
-from cu_service.writer.commit import CommitMark, append_files, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, append_files, commit_once
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
 from lake_tables.naming import RESULTS, result_table
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.writer")
+tracer = trace.get_tracer("cu_service")
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ class OutputWriter:
         #: Bytes written so far across every output of this writer.
         self._written = 0
 
-    def write(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> WrittenOutput:
-        """Creates the output's table and fills it; output is updated as it goes."""
+    def create(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> Table:
+        """Creates the output's (empty) table and notes its location in output."""
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
         schema = arrow_schema(frame.schema)
         properties = {**self._properties, "texera.operator-id": operator_id}
@@ -114,14 +116,21 @@ class OutputWriter:
                     raise
                 return self._catalog.load_table(identifier)  # created; its answer was lost
 
-        table = retry_call(
-            create,
-            policy=self._policy.retry,
-            transient=transient_table_failure,
-            what="create table",
-        )
+        with tracer.start_as_current_span("create table"):
+            table = retry_call(
+                create,
+                policy=self._policy.retry,
+                transient=transient_table_failure,
+                what="create table",
+            )
         output.location = table.location()
-        self._on_progress(output)  # listed from now on, even if it ends with no rows
+        return table
+
+    def write(
+        self, operator_id: str, frame: DataFrame, output: WrittenOutput, table: Table
+    ) -> WrittenOutput:
+        """Fills the output's table, made by create(); output is updated as it goes."""
+        identifier = (RESULTS, result_table(self._execution_id, operator_id))
         spec = WriteSpec(
             access=TableAccess.of(table, self._credentials),
             operator_id=operator_id,
@@ -136,11 +145,13 @@ class OutputWriter:
         wave = max(1, context.defaultParallelism) * 4
         pending: list[dict[str, Any]] = []
         last_commit = time.monotonic()
+        fresh = FreshTable(table, self._policy.commit_interval_seconds)
         for start in range(0, partitions, wave):
             self._check_cancelled()
-            written = context.runJob(
-                rdd, _file_bytes, list(range(start, min(start + wave, partitions)))
-            )
+            with tracer.start_as_current_span("spark job", attributes={"partitions.first": start}):
+                written = context.runJob(
+                    rdd, _file_bytes, list(range(start, min(start + wave, partitions)))
+                )
             described = [pickle.loads(entry) for entry in written]  # noqa: S301 - our own tasks' output
             pending += described
             output.rows += sum(int(d["record_count"]) for d in described)
@@ -154,10 +165,10 @@ class OutputWriter:
             pending_bytes = sum(int(d["file_size_in_bytes"]) for d in pending)
             due = time.monotonic() - last_commit >= self._policy.commit_interval_seconds
             if pending and (due or pending_bytes >= self._policy.commit_max_bytes):
-                self._commit(identifier, pending, output)
+                self._commit(identifier, pending, output, fresh)
                 pending, last_commit = [], time.monotonic()
         if pending:
-            self._commit(identifier, pending, output)
+            self._commit(identifier, pending, output, fresh)
         return output
 
     def _commit(
@@ -165,14 +176,16 @@ class OutputWriter:
         identifier: tuple[str, str],
         described: Iterable[dict[str, Any]],
         output: WrittenOutput,
+        fresh: FreshTable,
     ) -> None:
         entries = list(described)
-        table = commit_once(
-            lambda: self._catalog.load_table(identifier),
-            append_files(entries),
-            CommitMark(self._execution_id, output.commits + 1),
-            self._policy.retry,
-        )
+        with tracer.start_as_current_span("commit", attributes={"files": len(entries)}):
+            table = commit_once(
+                fresh.loader(lambda: self._catalog.load_table(identifier)),
+                append_files(entries),
+                CommitMark(self._execution_id, output.commits + 1),
+                self._policy.retry,
+            )
         snapshot = table.current_snapshot()
         output.snapshot_id = snapshot.snapshot_id if snapshot else 0
         output.commits += 1

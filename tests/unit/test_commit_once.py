@@ -12,7 +12,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServerError
 from pyiceberg.table import Table
 
-from cu_service.writer.commit import CommitMark, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, commit_once
 from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy
@@ -119,3 +119,51 @@ def test_refusals_are_not_retried_and_an_outage_past_the_window_fails(table: Tab
 )
 def test_which_table_failures_are_transient(error: BaseException, transient: bool) -> None:
     assert transient_table_failure(error) is transient
+
+
+def counting_loader(table: Table, loads: list[Table]) -> Callable[[], Table]:
+    """Loads the table afresh, adding each load to loads."""
+
+    def load() -> Table:
+        loads.append(table.catalog.load_table(table.name()))
+        return loads[-1]
+
+    return load
+
+
+def test_a_table_just_created_is_committed_to_without_loading_it_again(table: Table) -> None:
+    loads: list[Table] = []
+    load = counting_loader(table, loads)
+    fresh = FreshTable(table, max_age_seconds=60.0)
+    commit_once(fresh.loader(load), append, CommitMark("e-1", 1), QUICK)
+    assert loads == []
+    # Only once: the next commit loads the table (and its credentials) again.
+    commit_once(fresh.loader(load), append, CommitMark("e-1", 2), QUICK)
+    assert len(loads) == 1
+    assert len(load().scan().to_arrow()) == 2 * len(ROWS)
+
+
+def test_a_table_created_long_ago_is_loaded_before_its_first_commit(table: Table) -> None:
+    loads: list[Table] = []
+    load = counting_loader(table, loads)
+    commit_once(
+        FreshTable(table, max_age_seconds=0.0).loader(load), append, CommitMark("e", 1), QUICK
+    )
+    assert len(loads) == 1
+
+
+def test_a_retried_commit_loads_the_table(table: Table) -> None:
+    """The table as created is for the first attempt only: a retry must see what landed."""
+    attempts: list[str] = []
+
+    def flaky(target: Table, properties: dict[str, str]) -> None:
+        attempts.append("tried")
+        if len(attempts) == 1:
+            raise ServerError("catalog restarting")
+        append(target, properties)
+
+    loads: list[Table] = []
+    load = counting_loader(table, loads)
+    commit_once(FreshTable(table, 60.0).loader(load), flaky, CommitMark("e", 1), QUICK)
+    assert len(attempts) == 2
+    assert len(loads) == 1

@@ -1,0 +1,174 @@
+"""Interactive latency of a small workflow, measured in one run on the embedded stack.
+
+  (a) ours: a 10-row workflow (range -> filter, materialized) through the gateway on a warm
+      computing unit: SubmitExecution, WatchExecution until SUCCEEDED, then ReadResultPage of
+      its first page, RUNS times after WARMUP untimed runs; p50 and p95;
+  (b) the floor: the same computation in Spark in this process,
+      `spark.range(10).filter("id % 2 = 0").collect()`, run alternately with (a); p50.
+
+The ratio (a) p50 / (b) p50 is what the mesh costs beyond Spark's own job. The goal is
+(a) p50 <= 0.5 s on a 2-core machine. The services write their spans to their logs
+(TEXERA_LAKE_TRACE_CONSOLE), and the benchmark prints the trace of one more execution, each
+span with its start and duration.
+
+Run: .venv/bin/python -m benchmarks.small_workflow [--runs N] [--warmup N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from google.protobuf import json_format
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pyspark.sql import SparkSession
+
+from benchmarks.shared import UNLIMITED, USER, create_warehouse, metadata
+from benchmarks.traces import spans_of, tree_lines
+from cu_service.settings import ComputingUnitSettings
+from cu_service.spark import start_spark
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from service_runtime.tracing import JsonLinesExporter, trace_metadata
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    result_service_pb2,
+    result_service_pb2_grpc,
+    workflow_pb2,
+)
+
+ROWS = 10
+CONDITION = "id % 2 = 0"
+WORKFLOW = json_format.ParseDict(
+    {
+        "workflow_id": "small",
+        "operators": [
+            {"operator_id": "numbers", "range_source": {"end": ROWS}},
+            {
+                "operator_id": "even",
+                "input_operator_ids": ["numbers"],
+                "filter": {"condition": CONDITION},
+                "materialize": True,
+            },
+        ],
+    },
+    workflow_pb2.Workflow(),
+)
+
+
+class Client:
+    """The user's calls through the gateway: submit, watch to the end, read the first page."""
+
+    def __init__(self, stack: Stack, warehouse_id: str) -> None:
+        channel = grpc.insecure_channel(stack.target("gateway"))
+        self._executions = execution_service_pb2_grpc.ExecutionServiceStub(channel)
+        self._results = result_service_pb2_grpc.ResultServiceStub(channel)
+        self._user = metadata(stack, "gateway")
+        self._warehouse_id = warehouse_id
+
+    def run(self) -> int:
+        """One execution to its first page; the number of rows on it."""
+        # The trace context of the caller's current span, if any, goes along.
+        calls = (*self._user, *trace_metadata())
+        submitted = self._executions.SubmitExecution(
+            execution_service_pb2.SubmitExecutionRequest(
+                warehouse_id=self._warehouse_id, workflow=WORKFLOW
+            ),
+            metadata=calls,
+            timeout=120,
+        ).execution
+        final = submitted
+        watch = execution_service_pb2.WatchExecutionRequest(execution_id=submitted.execution_id)
+        for event in self._executions.WatchExecution(watch, metadata=calls, timeout=120):
+            final = event.execution
+        if final.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
+            raise SystemExit(f"the execution did not succeed: {final.error}")
+        page = self._results.ReadResultPage(
+            result_service_pb2.ReadResultPageRequest(
+                execution_id=final.execution_id, operator_id="even", page_size=100
+            ),
+            metadata=calls,
+            timeout=60,
+        )
+        return len(page.rows)
+
+
+def floor(spark: SparkSession) -> int:
+    return len(spark.range(ROWS).filter(CONDITION).collect())
+
+
+def seconds(action: Callable[[], int], expected: int) -> float:
+    started = time.perf_counter()
+    got = action()
+    elapsed = time.perf_counter() - started
+    if got != expected:
+        raise SystemExit(f"expected {expected} rows, got {got}")
+    return elapsed
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def traced_run(stack: Stack, client: Client, out: Path) -> list[str]:
+    """Runs one more execution inside a span of this process and reads its whole trace
+    back from every log of the stack."""
+    provider = TracerProvider()
+    with out.open("w") as stream:
+        provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter("client", stream)))
+        with provider.get_tracer("benchmark").start_as_current_span("small workflow") as root:
+            client.run()
+        trace_id = f"{root.get_span_context().trace_id:032x}"
+    time.sleep(1.0)  # the last spans of the services reach their logs
+    logs = [out, *stack.log_dir.glob("*.log"), *(stack.unit_root / "logs").glob("*.log")]
+    return list(tree_lines(spans_of(trace_id, logs)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+    expected = len([i for i in range(ROWS) if i % 2 == 0])
+    service_env = {**UNLIMITED, "TEXERA_LAKE_TRACE_CONSOLE": "true"}
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Stack(
+            StackSettings(state_dir=state), ephemeral_ports=True, service_env=service_env
+        ) as stack,
+    ):
+        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
+        client = Client(stack, warehouse.warehouse_id)
+        spark = start_spark(ComputingUnitSettings(spark_master="local[2]"))
+        print(f"warming up ({args.warmup} runs of each) ...", flush=True)
+        for _ in range(args.warmup):
+            seconds(client.run, expected)
+            seconds(lambda: floor(spark), expected)
+        ours, bare = [], []
+        for _ in range(args.runs):
+            ours.append(seconds(client.run, expected))
+            bare.append(seconds(lambda: floor(spark), expected))
+        tree = traced_run(stack, client, Path(state) / "client-trace.log")
+        spark.stop()
+    p50, p95, floor_p50 = statistics.median(ours), percentile(ours, 0.95), statistics.median(bare)
+    print(f"\n(a) submit -> SUCCEEDED -> first page, {args.runs} runs: ", end="")
+    print(f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (goal: p50 <= 500 ms)")
+    print(
+        f"(b) spark.range({ROWS}).filter(...).collect() in this process: p50 {floor_p50 * 1000:.1f} ms"
+    )
+    print(f"(a) / (b) = {p50 / floor_p50:.1f}")
+    print("\ntrace of one execution:")
+    print("\n".join(tree))
+
+
+if __name__ == "__main__":
+    main()
