@@ -10,6 +10,8 @@ from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from unit_launcher.factory import launcher_named
+from warehouse_service import platform_warehouse
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.cleaner import ExecutionCleaner
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
@@ -35,6 +37,9 @@ def build() -> ServiceProcess:
         ),
         credentials=UnitCredentials(settings.signing_key),
         settings=unit_settings(os.environ),
+        shared_secrets=(
+            settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else None
+        ),
         idle_seconds=settings.unit_idle_seconds,
         start_timeout_seconds=settings.unit_start_timeout_seconds,
         default_cores=settings.unit_default_cores,
@@ -48,16 +53,30 @@ def build() -> ServiceProcess:
         interval_seconds=settings.cleanup_interval_seconds,
         max_backoff_seconds=settings.cleanup_max_backoff_seconds,
     )
+    warehouses = WarehouseServicer(
+        db,
+        catalog,
+        settings.page_token_key,
+        delete_wait_seconds=settings.delete_wait_seconds,
+        endpoint_guard=guard,
+        mode=settings.mode,
+    )
     background: list[asyncio.Task[None]] = []
 
     async def start() -> None:
         await catalog.open()
         await db.open()
+        if settings.mode is CatalogMode.GLOBAL_SQL:
+            await platform_warehouse.prepare_sql_catalog(settings)
+        if settings.mode.is_global:
+            await warehouses.create_platform(platform_warehouse.create_request(settings))
         background.append(
             asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
         )
         background.append(asyncio.create_task(supervisor.watch_forever()))
-        background.append(asyncio.create_task(cleaner.run_forever()))
+        # The cleaner works through the REST catalog; global-sql has none.
+        if settings.mode is not CatalogMode.GLOBAL_SQL:
+            background.append(asyncio.create_task(cleaner.run_forever()))
 
     async def stop() -> None:
         for task in background:
@@ -73,15 +92,7 @@ def build() -> ServiceProcess:
         settings=settings,
         authenticator=mesh_authenticator(settings, MESH_AUDIENCE, with_units=True),
         services=[
-            ServiceBinding.of(
-                WarehouseServicer(
-                    db,
-                    catalog,
-                    settings.page_token_key,
-                    delete_wait_seconds=settings.delete_wait_seconds,
-                    endpoint_guard=guard,
-                )
-            ),
+            ServiceBinding.of(warehouses),
             ServiceBinding.of(
                 LedgerServicer(
                     db,
@@ -92,6 +103,7 @@ def build() -> ServiceProcess:
                     heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                     lease_seconds=settings.lease_seconds,
                     supervisor=supervisor,
+                    mode=settings.mode,
                 )
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
