@@ -35,7 +35,8 @@ class PlatformWarehouseSettings(Settings):
     platform_endpoint: str = setting(
         "PLATFORM_ENDPOINT",
         "",
-        "S3 endpoint of the platform warehouse's bucket; empty means AWS's for the region.",
+        "S3 endpoint (http(s)://host:port) of the platform warehouse's bucket; empty means "
+        "AWS's for the region. The operator's choice, so it may be an internal address.",
     )
     platform_path_style_access: bool = setting(
         "PLATFORM_PATH_STYLE_ACCESS",

@@ -45,7 +45,11 @@ def build() -> ServiceProcess:
         default_cores=settings.unit_default_cores,
         default_memory_mib=settings.unit_default_memory_mib,
     )
-    guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
+    # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
+    platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""
+    guard = EndpointGuard.from_setting(
+        ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
+    )
     cleaner = ExecutionCleaner(
         db,
         catalog,

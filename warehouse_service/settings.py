@@ -236,6 +236,11 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
                 "platform_secret_access_key",
             ):
                 self.require(needed)
+        if self.mode.is_global and self.platform_endpoint:
+            try:
+                parse_allowed(self.platform_endpoint)
+            except ValueError as exc:
+                raise ConfigError(f"{ENV_PREFIX}PLATFORM_ENDPOINT: {exc}") from exc
         if self.mode is CatalogMode.GLOBAL_SQL:
             self.require("sql_catalog_url")
 
