@@ -24,6 +24,7 @@ import grpc
 
 from catalog_map.platform import PLATFORM_OWNER
 from service_runtime.callers import require_user
+from service_runtime.config import ENV_PREFIX, ConfigError
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.errors import (
     FieldViolation,
@@ -260,12 +261,21 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def create_platform(self, request: warehouse_service_pb2.CreateWarehouseRequest) -> None:
         """Creates the platform warehouse of a global mode, or finds it made already; in the
         REST catalog unless the mode is global-sql (whose SQL catalog needs no warehouse)."""
-        row = await self._create(
-            PLATFORM_OWNER,
-            request,
-            str(platform_warehouse.PLATFORM_WAREHOUSE_ID),
-            in_catalog=self._mode is CatalogMode.GLOBAL_REST,
-        )
+        try:
+            row = await self._create(
+                PLATFORM_OWNER,
+                request,
+                str(platform_warehouse.PLATFORM_WAREHOUSE_ID),
+                in_catalog=self._mode is CatalogMode.GLOBAL_REST,
+            )
+        except ServiceError as exc:
+            if not any(v.field == "request_id" for v in exc.violations):
+                raise
+            # The warehouse exists with another place or name: the settings changed.
+            raise ConfigError(
+                "the platform warehouse exists with other storage than the "
+                f"{ENV_PREFIX}PLATFORM_* settings name now; set them back ({exc.message})"
+            ) from exc
         log.info("platform warehouse ready", extra={"warehouse_id": str(row["warehouse_id"])})
 
     async def _create(

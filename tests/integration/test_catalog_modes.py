@@ -19,7 +19,9 @@ from embedded_stack.stack import MODE_SETTING, Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from lake_cli.connection import Connection
 from service_runtime.auth import bearer
+from service_runtime.processes import ProcessFailed
 from tests.conftest import TEST_STACK_ENV
+from tests.integration.catalog_client import management
 from tests.integration.executions import workflow
 from tests.integration.mesh import bad_fields, reason_of, refused
 from texera.lake.v1 import (
@@ -296,3 +298,31 @@ def test_global_sql_keeps_tables_in_its_sql_catalog(mode_stack: Stack, journey: 
     assert table.scan().to_arrow().num_rows == ROWS
     assert table.location().startswith(f"s3://{grant.bucket}/")
     catalog.engine.dispose()
+
+
+def test_a_global_registry_finds_its_platform_warehouse_and_refuses_moved_settings(
+    mode_stack: Stack, journey: Journey
+) -> None:
+    """Last of a mode's tests: it starts more registries on the stack's database."""
+    if not mode_stack.catalog_mode.is_global:
+        pytest.skip("per-user mode has no platform warehouse")
+
+    def catalog_names() -> list[str]:
+        listed = management(mode_stack, "GET", "/warehouse").json()["warehouses"]
+        return sorted(w["name"] for w in listed)
+
+    before = catalog_names()
+    mode_stack.start_part("registry-again", "warehouse_service")
+    mode_stack.stop_part("registry-again")
+    assert catalog_names() == before
+    platform_in_catalog = f"texera-{PLATFORM}" in before
+    assert platform_in_catalog is (mode_stack.catalog_mode is CatalogMode.GLOBAL_REST)
+    listed = journey.user.warehouses.ListWarehouses(
+        warehouse_service_pb2.ListWarehousesRequest(), metadata=journey.user.metadata
+    ).warehouses
+    assert [w.warehouse_id for w in listed] == [PLATFORM]
+
+    with pytest.raises(ProcessFailed, match="TEXERA_LAKE_PLATFORM_"):
+        mode_stack.start_part(
+            "registry-moved", "warehouse_service", {"TEXERA_LAKE_PLATFORM_KEY_PREFIX": "moved"}
+        )
