@@ -18,6 +18,7 @@ from warehouse_service.db import Database
 from warehouse_service.leases import sweep_forever
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.warehouses import WarehouseServicer
@@ -50,9 +51,10 @@ def build() -> ServiceProcess:
     guard = EndpointGuard.from_setting(
         ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
     )
+    sql_warehouse = settings.sql_warehouse() if settings.mode is CatalogMode.GLOBAL_SQL else None
     cleaner = ExecutionCleaner(
         db,
-        catalog,
+        SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog,
         guard,
         interval_seconds=settings.cleanup_interval_seconds,
         max_backoff_seconds=settings.cleanup_max_backoff_seconds,
@@ -78,9 +80,7 @@ def build() -> ServiceProcess:
             asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
         )
         background.append(asyncio.create_task(supervisor.watch_forever()))
-        # The cleaner works through the REST catalog; global-sql has none.
-        if settings.mode is not CatalogMode.GLOBAL_SQL:
-            background.append(asyncio.create_task(cleaner.run_forever()))
+        background.append(asyncio.create_task(cleaner.run_forever()))
 
     async def stop() -> None:
         for task in background:

@@ -12,7 +12,8 @@ execution it
   maybe never committed) with the credentials the catalog vends for the table,
   once the location is known to lie inside the warehouse, on the warehouse's
   registered storage endpoint (checked like any user-given endpoint);
-- drops the table with purge through the Iceberg REST catalog.
+- drops the table with purge through the Iceberg REST catalog (in global-sql: through the SQL
+  catalog, see sql_catalog_tables).
 Then it records DONE, and the execution lists no outputs. A failed attempt is
 recorded with its error and retried after a doubling backoff. A warehouse
 being deleted takes its tables with it: nothing is left to do there.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -32,7 +33,7 @@ from lake_tables.uncommitted import UnsafeLocation, data_folder, delete_folder
 from service_runtime.endpoint_guard import EndpointGuard, EndpointRefused
 from service_runtime.errors import ServiceError
 from warehouse_service import ledger
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_client import CatalogError, CatalogUnavailable
 from warehouse_service.db import Database
 
 log = logging.getLogger("warehouse_service.cleaner")
@@ -49,6 +50,15 @@ _STORAGE_KEYS = (
 _GONE = ("DELETING", "DELETED")
 
 
+class ResultTables(Protocol):
+    """The catalog calls the cleaner makes: CatalogClient's, or SqlCatalogTables'."""
+
+    async def prefix(self, warehouse_name: str) -> str: ...
+    async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]: ...
+    async def load_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> Any: ...
+    async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None: ...
+
+
 class CleanupFailed(Exception):
     """One attempt at an execution's cleanup failed; it is retried later."""
 
@@ -57,7 +67,7 @@ class ExecutionCleaner:
     def __init__(
         self,
         db: Database,
-        catalog: CatalogClient,
+        catalog: ResultTables,
         guard: EndpointGuard,
         *,
         interval_seconds: float,

@@ -5,6 +5,7 @@ One stack per mode, shared by the tests of that mode."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,18 +13,21 @@ from typing import Any
 
 import grpc
 import pytest
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import MODE_SETTING, Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from lake_cli.connection import Connection
+from lake_tables.naming import RESULTS, result_table
 from service_runtime.auth import bearer
 from service_runtime.processes import ProcessFailed
 from tests.conftest import TEST_STACK_ENV
-from tests.integration.catalog_client import management
+from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import workflow
-from tests.integration.mesh import bad_fields, reason_of, refused
+from tests.integration.mesh import bad_fields, gateway_account, reason_of, refused
+from tests.integration.test_cleanup import cleaned_up, mid_write_workflow
 from texera.lake.v1 import (
     execution_pb2,
     execution_service_pb2,
@@ -276,16 +280,17 @@ def test_global_modes_show_executions_to_their_submitter_only(
     assert execution_id not in listed(stranger)
 
 
-def test_global_sql_keeps_tables_in_its_sql_catalog(mode_stack: Stack, journey: Journey) -> None:
-    """Read independently of the mesh: the result is a table of the SQL catalog."""
-    if mode_stack.catalog_mode is not CatalogMode.GLOBAL_SQL:
-        pytest.skip("only global-sql has a SQL catalog")
-    [output] = [o for o in journey.execution.outputs if o.operator_id == "squares"]
-    grant = mode_stack.platform_bucket
+def platform_catalog(stack: Stack) -> Catalog:
+    """The platform warehouse's catalog, opened independently of the mesh: the SQL catalog
+    with the bucket's key (global-sql), or the REST catalog as its admin (global-rest)."""
+    name = f"texera-{PLATFORM}"
+    if stack.catalog_mode is CatalogMode.GLOBAL_REST:
+        return rest_catalog(stack, name)
+    grant = stack.platform_bucket
     assert grant is not None
-    catalog = SqlCatalog(
-        f"texera-{PLATFORM}",
-        uri=mode_stack.sql_catalog_url,
+    return SqlCatalog(
+        name,
+        uri=stack.sql_catalog_url,
         **{
             "s3.endpoint": grant.endpoint,
             "s3.region": grant.region,
@@ -294,10 +299,41 @@ def test_global_sql_keeps_tables_in_its_sql_catalog(mode_stack: Stack, journey: 
             "s3.path-style-access": "true",
         },
     )
+
+
+def test_global_sql_keeps_tables_in_its_sql_catalog(mode_stack: Stack, journey: Journey) -> None:
+    """Read independently of the mesh: the result is a table of the SQL catalog."""
+    if mode_stack.catalog_mode is not CatalogMode.GLOBAL_SQL:
+        pytest.skip("only global-sql has a SQL catalog")
+    [output] = [o for o in journey.execution.outputs if o.operator_id == "squares"]
+    catalog = platform_catalog(mode_stack)
     table = catalog.load_table((output.namespace, output.table_name))
     assert table.scan().to_arrow().num_rows == ROWS
-    assert table.location().startswith(f"s3://{grant.bucket}/")
-    catalog.engine.dispose()
+    assert mode_stack.platform_bucket is not None
+    assert table.location().startswith(f"s3://{mode_stack.platform_bucket.bucket}/")
+
+
+def test_global_modes_clean_up_a_cancelled_execution(mode_stack: Stack, journey: Journey) -> None:
+    """Cancelled with one output committed and the next being written: the registry's cleaner
+    purges its tables from the platform warehouse's catalog, whichever it is."""
+    if not mode_stack.catalog_mode.is_global:
+        pytest.skip("per-user cleanup is tests/integration/test_cleanup.py's")
+    user = journey.user
+    execution_id = submit(user, "", mid_write_workflow()).execution_id
+    first = (RESULTS, result_table(execution_id, "first"))
+    catalog = platform_catalog(mode_stack)
+    deadline = time.monotonic() + 180
+    while not catalog.table_exists(first):
+        assert time.monotonic() < deadline, "the first output was never written"
+        time.sleep(0.5)
+    user.executions.CancelExecution(
+        execution_service_pb2.CancelExecutionRequest(execution_id=execution_id, reason="test"),
+        metadata=user.metadata,
+    )
+    recorded = cleaned_up(gateway_account(mode_stack), execution_id)
+    assert list(recorded.outputs) == []
+    assert not catalog.table_exists(first)
+    assert not catalog.table_exists((RESULTS, result_table(execution_id, "slow")))
 
 
 def test_a_global_registry_finds_its_platform_warehouse_and_refuses_moved_settings(
