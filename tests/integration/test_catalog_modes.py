@@ -211,6 +211,14 @@ def test_global_modes_refuse_warehouse_management(mode_stack: Stack, journey: Jo
     assert [(w.warehouse_id, w.caller_role) for w in listed] == [
         (PLATFORM, warehouse_pb2.WAREHOUSE_ROLE_WRITER)
     ]
+    platform = user.warehouses.GetWarehouse(
+        warehouse_service_pb2.GetWarehouseRequest(warehouse_id=PLATFORM), metadata=user.metadata
+    ).warehouse
+    assert (platform.owner_user_id, platform.caller_role) == (
+        "",
+        warehouse_pb2.WAREHOUSE_ROLE_WRITER,
+    )
+    assert platform.state == warehouse_pb2.WAREHOUSE_STATE_ACTIVE
 
 
 def test_global_modes_take_only_the_platform_warehouse(mode_stack: Stack, journey: Journey) -> None:
