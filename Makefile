@@ -1,8 +1,8 @@
 # The two commands of the README, and the code generator.
 .PHONY: run test check gen fuzz-catalog
 
-run:  ## start the whole mesh on this machine (Ctrl-C stops it)
-	@scripts/run.sh
+run:  ## start the whole mesh on this machine (Ctrl-C stops it; CATALOG_MODE=global-sql picks a mode)
+	@scripts/run.sh $(if $(CATALOG_MODE),--catalog-mode $(CATALOG_MODE))
 
 test:  ## run every check and every test (two test files at a time)
 	@scripts/test.sh

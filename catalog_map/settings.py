@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from catalog_map.backends import CatalogFactory
 from catalog_map.cache import CatalogMap
+from catalog_map.platform import PlatformWarehouseSettings
 from catalog_map.registry import RegistryReader
 from service_runtime.config import ServerSettings, setting
 
 
 @dataclass(frozen=True, repr=False)
-class WarehouseClientSettings(ServerSettings):
+class WarehouseClientSettings(ServerSettings, PlatformWarehouseSettings):
     registry_target: str = setting(
         "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
     )
@@ -24,10 +25,11 @@ class WarehouseClientSettings(ServerSettings):
 
 
 def new_catalog_map(settings: WarehouseClientSettings, registry: RegistryReader) -> CatalogMap:
-    """The service's catalog map: warehouses resolved through the registry, REST or SQL backed."""
+    """The service's catalog map: warehouses resolved through the registry, REST or SQL backed
+    (SQL only where the platform's SQL catalog is configured: global-sql)."""
     return CatalogMap(
         registry.resolve_warehouse,
-        CatalogFactory().build,
+        CatalogFactory(sql_warehouse=settings.sql_warehouse()).build,
         max_entries=settings.catalog_cache_size,
         idle_seconds=settings.catalog_idle_seconds,
     )

@@ -41,6 +41,7 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from catalog_map.cache import CatalogMap
+from catalog_map.platform import PLATFORM_OWNER
 from cu_service.execution_credentials import ExecutionCredentials, IssuedToken, issued
 from cu_service.progress import StageCounts, stage_counts
 from cu_service.registry import RegistryClient
@@ -198,9 +199,10 @@ class ExecutionManager:
                 f"execution id {execution_id} is already used by another submission",
             )
         binding = await self._registry.resolve_warehouse(request.warehouse_id)
+        warehouse_id = binding.warehouse_id  # the platform's, when the request names none
         with tracer.start_as_current_span("catalog"):
-            catalog = await self._catalogs.get_or_unavailable(request.warehouse_id, binding)
-        tables = await self._resolve_tables(request.workflow, request.warehouse_id)
+            catalog = await self._catalogs.get_or_unavailable(warehouse_id, binding)
+        tables = await self._resolve_tables(request.workflow, binding)
         with tracer.start_as_current_span("compile"):
             session, console, compiled = await asyncio.to_thread(
                 self._compile, catalog, tables, request.workflow
@@ -208,7 +210,7 @@ class ExecutionManager:
         bound = await self._registry.bind(
             registry_service_pb2.BindExecutionRequest(
                 execution_id=execution_id,
-                warehouse_id=request.warehouse_id,
+                warehouse_id=warehouse_id,
                 workflow_id=request.workflow.workflow_id,
                 computing_unit_id=self.unit_id,
                 request_id=request.request_id,
@@ -232,20 +234,32 @@ class ExecutionManager:
         ]
         log.info(
             "execution accepted",
-            extra={"execution_id": execution_id, "warehouse_id": request.warehouse_id},
+            extra={"execution_id": execution_id, "warehouse_id": warehouse_id},
         )
         return local.snapshot()
 
     async def _resolve_tables(
-        self, workflow: workflow_pb2.Workflow, warehouse_id: str
+        self, workflow: workflow_pb2.Workflow, binding: registry_service_pb2.CatalogBinding
     ) -> dict[str, tuple[str, ...]]:
-        """The tables Iceberg sources read; results of earlier executions resolved through the registry."""
+        """The tables Iceberg sources read; results of earlier executions resolved through the
+        registry. In the platform warehouse of a global mode, which holds every user's tables,
+        only those: a table named directly might be anybody's."""
         tables: dict[str, tuple[str, ...]] = {}
         for index, op in enumerate(workflow.operators):
             if op.WhichOneof("kind") != "iceberg_table_source":
                 continue
             source = op.iceberg_table_source
             if source.WhichOneof("table") == "table_identifier":
+                if binding.owner_user_id == PLATFORM_OWNER:
+                    raise invalid_argument(
+                        [
+                            FieldViolation(
+                                f"workflow.operators[{index}].iceberg_table_source.table_identifier",
+                                "the platform warehouse is read through results of your own "
+                                "executions only (name one in result)",
+                            )
+                        ]
+                    )
                 tables[op.operator_id] = (
                     *source.table_identifier.namespace,
                     source.table_identifier.name,
@@ -260,7 +274,7 @@ class ExecutionManager:
                 raise invalid_argument(
                     [FieldViolation(field_path, f"no execution {source.result.execution_id}")]
                 ) from exc
-            if resolved.execution.warehouse_id != warehouse_id:
+            if resolved.execution.warehouse_id != binding.warehouse_id:
                 raise invalid_argument(
                     [FieldViolation(field_path, "that result is in another warehouse")]
                 )

@@ -25,10 +25,11 @@ def check_request(
     violations = FieldViolations()
     if request.execution_id and not IDENTIFIER.match(request.execution_id):
         violations.add("execution_id", "must be 1 to 64 letters, digits, '_' or '-'")
-    try:
-        uuid.UUID(request.warehouse_id)
-    except ValueError:
-        violations.add("warehouse_id", "must be a warehouse id (a UUID)")
+    if request.warehouse_id:  # without one, the registry decides (the platform's, if any)
+        try:
+            uuid.UUID(request.warehouse_id)
+        except ValueError:
+            violations.add("warehouse_id", "must be a warehouse id (a UUID)")
     if request.computing_unit_id and request.computing_unit_id != unit_id:
         violations.add(
             "computing_unit_id", f"names another computing unit than this one ({unit_id})"

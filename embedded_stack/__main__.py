@@ -13,11 +13,12 @@ import grpc
 
 from embedded_stack.example import run_example
 from embedded_stack.settings import StackSettings
-from embedded_stack.stack import Stack
+from embedded_stack.stack import MODE_SETTING, Stack
 from lake_cli.connection import CliError
 from lake_cli.render import error_text
 from service_runtime.config import ConfigError
 from service_runtime.processes import ProcessFailed
+from warehouse_service.catalog_modes import CatalogMode
 
 
 def _print_endpoints(stack: Stack) -> None:
@@ -103,6 +104,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="listen on free ports instead of the configured ones",
     )
+    parser.add_argument(
+        "--catalog-mode",
+        choices=[mode.value for mode in CatalogMode],
+        help="the mesh's catalog mode (default: TEXERA_LAKE_CATALOG_MODE, else per-user); "
+        "see docs/warehouses.md",
+    )
     args = parser.parse_args(argv)
     try:
         settings = StackSettings.from_env()
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     if args.state_dir:
         settings = replace(settings, state_dir=args.state_dir)
-    stack = Stack(settings, ephemeral_ports=args.ephemeral_ports)
+    service_env = {MODE_SETTING: args.catalog_mode} if args.catalog_mode else {}
+    stack = Stack(settings, ephemeral_ports=args.ephemeral_ports, service_env=service_env)
     sys.exit(up(stack, example=not args.no_example))
 
 

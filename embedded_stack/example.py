@@ -1,5 +1,6 @@
 """The example `make run` runs once the stack is up: a user brings a bucket, registers it as a
-warehouse, runs examples/sales.yaml and reads its result, all through the gateway."""
+warehouse (in a global catalog mode: uses the platform warehouse), runs examples/sales.yaml
+and reads its result, all through the gateway."""
 
 from __future__ import annotations
 
@@ -29,17 +30,21 @@ def run_example(stack: Stack) -> None:
         grpc.insecure_channel(stack.target("gateway")),
         (bearer(stack.token(USER)),),
     )
-    grant = stack.provision_bucket(USER)
-    print(f"\nExample: {USER} registers bucket {grant.bucket} as a warehouse ...", flush=True)
-    warehouse = connection.warehouses.CreateWarehouse(
-        create_warehouse_request(grant, name="example"), metadata=connection.metadata, timeout=120
-    ).warehouse
-    print(f"  warehouse {warehouse.warehouse_id}")
+    warehouse_id = ""  # a global mode's platform warehouse
+    if stack.catalog_mode.is_global:
+        print(f"\nExample: {USER} uses the platform warehouse ({stack.catalog_mode})", flush=True)
+    else:
+        grant = stack.provision_bucket(USER)
+        print(f"\nExample: {USER} registers bucket {grant.bucket} as a warehouse ...", flush=True)
+        warehouse_id = connection.warehouses.CreateWarehouse(
+            create_warehouse_request(grant, name="example"),
+            metadata=connection.metadata,
+            timeout=120,
+        ).warehouse.warehouse_id
+        print(f"  warehouse {warehouse_id}")
     print(f"runs examples/{WORKFLOW} on it ...", flush=True)
     execution = connection.executions.SubmitExecution(
-        execution_service_pb2.SubmitExecutionRequest(
-            warehouse_id=warehouse.warehouse_id, workflow=workflow
-        ),
+        execution_service_pb2.SubmitExecutionRequest(warehouse_id=warehouse_id, workflow=workflow),
         metadata=connection.metadata,
         timeout=300,
     ).execution

@@ -144,11 +144,32 @@ class EmbeddedPostgres:
         return _run_client("pg_isready", self.dsn(), "-q", url_option="--dbname=").returncode == 0
 
 
+def ensure_owned_database(server_url: str, name: str, role: str, password: str) -> str:
+    """Creates login role `role` with password (or sets the password of the existing one)
+    and database name owned by it, unless it exists; returns the database's URL as role."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", role) or "'" in password:
+        raise ValueError(f"not a plain role name or password: {role!r}")
+    # The password travels in a file of mode 0600 (psql -f), never on a command line.
+    statements = (
+        f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') "
+        f"THEN CREATE ROLE {role} LOGIN; END IF; END$$;\n"
+        f"ALTER ROLE {role} PASSWORD '{password}';\n"
+    )
+    made = _run_client("psql", server_url, "-v", "ON_ERROR_STOP=1", "-q", script=statements)
+    if made.returncode != 0:
+        raise ProcessFailed(f"creating role {role} failed: {made.stderr.strip()}")
+    url = ensure_database(server_url, name, owner=role)
+    parts = urlsplit(url)
+    location = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}:{quote(password, safe='')}@{location}"))
+
+
 def _run_client(
-    program: str, url: str, *args: str, url_option: str = ""
+    program: str, url: str, *args: str, url_option: str = "", script: str = ""
 ) -> subprocess.CompletedProcess[str]:
     """Runs a PostgreSQL client program on url. A password in url goes to the program in a
-    password file of mode 0600, never on its command line or in its environment."""
+    password file of mode 0600, never on its command line or in its environment; so does a
+    script (psql -f) that may hold one."""
     parts = urlsplit(url)
     password = unquote(parts.password or "")
     location = parts.netloc.rpartition("@")[2]
@@ -162,6 +183,11 @@ def _run_client(
             escaped = password.replace("\\", "\\\\").replace(":", "\\:")
             passfile.write_text(f"*:*:*:*:{escaped}\n")
             env["PGPASSFILE"] = str(passfile)
+        if script:
+            script_file = Path(folder, "script.sql")
+            script_file.touch(mode=0o600)
+            script_file.write_text(script)
+            args = (*args, "-f", str(script_file))
         return subprocess.run(
             [str(bin_dir() / program), f"{url_option}{bare}", *args],
             capture_output=True,
@@ -176,8 +202,9 @@ def database_url(server_url: str, database: str) -> str:
     return urlunsplit(urlsplit(server_url)._replace(path=f"/{database}"))
 
 
-def ensure_database(server_url: str, name: str) -> str:
-    """Creates database name on the server unless it exists; returns its URL."""
+def ensure_database(server_url: str, name: str, *, owner: str = "") -> str:
+    """Creates database name on the server (owned by owner, if given) unless it exists;
+    returns its URL."""
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
         raise ValueError(f"not a plain database name: {name!r}")
     query = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"  # noqa: S608 - name checked above
@@ -185,7 +212,8 @@ def ensure_database(server_url: str, name: str) -> str:
     if exists.returncode != 0:
         raise ProcessFailed(f"cannot query PostgreSQL: {exists.stderr.strip()}")
     if exists.stdout.strip() != "1":
-        created = _run_client("createdb", server_url, name, url_option="--maintenance-db=")
+        owned = (f"--owner={owner}",) if owner else ()
+        created = _run_client("createdb", server_url, *owned, name, url_option="--maintenance-db=")
         if created.returncode != 0:
             raise ProcessFailed(f"createdb {name} failed: {created.stderr.strip()}")
     return database_url(server_url, name)

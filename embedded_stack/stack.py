@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
-from embedded_stack.postgres import EmbeddedPostgres, ensure_database
+from embedded_stack.postgres import EmbeddedPostgres, ensure_database, ensure_owned_database
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
 from embedded_stack.secrets import S3_ADMIN_KEY_FILE, StackSecrets
 from embedded_stack.settings import StackSettings
@@ -59,12 +59,16 @@ from service_runtime.processes import (
     wait_until,
 )
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 
 ENDPOINTS_FILE = "stack.json"
 #: The registry's client id at the development catalog.
 CATALOG_CLIENT_ID = "texera-lake-registry"
+#: global-sql: the SQL catalog's database, and its own login role.
+SQL_CATALOG_DATABASE = "texera_lake_iceberg"
+MODE_SETTING = f"{ENV_PREFIX}CATALOG_MODE"
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,15 @@ class Stack:
         self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir, self.state_dir / S3_ADMIN_KEY_FILE)
         self.database_url = ""
         self.catalog_database_url = ""
+        #: global modes: the platform warehouse's bucket; global-sql: its catalog database.
+        self.platform_bucket: BucketGrant | None = None
+        self.sql_catalog_url = ""
         self._processes: list[ManagedProcess] = []
+
+    @property
+    def catalog_mode(self) -> CatalogMode:
+        """The mesh's catalog mode, as the services' TEXERA_LAKE_CATALOG_MODE sets it."""
+        return CatalogMode(self._environ.get(MODE_SETTING) or CatalogMode.PER_USER.value)
 
     @property
     def catalog_key(self) -> str:
@@ -275,6 +287,7 @@ class Stack:
             self.database_url = ensure_database(server_url, self.settings.database)
             self.catalog_database_url = ensure_database(server_url, self.settings.catalog_database)
             self._processes.extend(self.s3.start())
+            self._prepare_platform(server_url)
             self._processes.append(self._start_catalog())
             for spec in SERVICES:
                 self._processes.append(self._start_service(spec))
@@ -282,6 +295,49 @@ class Stack:
             self.stop()
             raise
         self._write_endpoints()
+
+    def _prepare_platform(self, server_url: str) -> None:
+        """What a global mode needs: a bucket for the platform warehouse; in global-sql, the
+        SQL catalog's database with a role of its own (units get it, so not the registry's)."""
+        mode = self.catalog_mode
+        if mode.is_global:
+            self.platform_bucket = self.s3.provision_bucket("platform")
+        if mode is CatalogMode.GLOBAL_SQL:
+            url = ensure_owned_database(
+                server_url,
+                SQL_CATALOG_DATABASE,
+                SQL_CATALOG_DATABASE,
+                self.secrets.sql_catalog_password,
+            )
+            self.sql_catalog_url = url.replace("postgresql://", "postgresql+psycopg2://", 1)
+
+    def _platform_settings(self) -> dict[str, str]:
+        """The platform warehouse's non-secret settings (every service and unit gets them)."""
+        grant = self.platform_bucket
+        if grant is None:
+            return {}
+        sts_role = grant.role_arn if self.catalog_mode is CatalogMode.GLOBAL_REST else ""
+        return {
+            f"{ENV_PREFIX}PLATFORM_BUCKET": grant.bucket,
+            f"{ENV_PREFIX}PLATFORM_REGION": grant.region,
+            f"{ENV_PREFIX}PLATFORM_ENDPOINT": grant.endpoint,
+            f"{ENV_PREFIX}PLATFORM_PATH_STYLE_ACCESS": "true",
+            f"{ENV_PREFIX}PLATFORM_STS_ROLE_ARN": sts_role,
+        }
+
+    def _platform_secrets(self) -> dict[str, str]:
+        """The platform warehouse's secrets: its bucket's key, and in global-sql the SQL
+        catalog's URL."""
+        grant = self.platform_bucket
+        if grant is None:
+            return {}
+        secrets = {
+            f"{ENV_PREFIX}PLATFORM_ACCESS_KEY_ID": grant.access_key.access_key_id,
+            f"{ENV_PREFIX}PLATFORM_SECRET_ACCESS_KEY": grant.access_key.secret_access_key,
+        }
+        if self.sql_catalog_url:
+            secrets[f"{ENV_PREFIX}SQL_CATALOG_URL"] = self.sql_catalog_url
+        return secrets
 
     def _start_postgres(self) -> str:
         # Each start is fresh: the S3 endpoint does not keep data across starts either.
@@ -373,6 +429,7 @@ class Stack:
             f"{ENV_PREFIX}CATALOG_CLIENT_ID": CATALOG_CLIENT_ID,
             f"{ENV_PREFIX}WAREHOUSE_UNIT_ROOT": str(self.unit_root),
             **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
+            **self._platform_settings(),
         }
         for spec in SERVICES:
             scope = spec.settings.scope
@@ -416,9 +473,12 @@ class Stack:
                 f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["WAREHOUSE"],
                 f"{scoped}SIGNING_KEY": self.secrets.registry_key,
                 f"{ENV_PREFIX}CATALOG_CLIENT_SECRET": self.secrets.catalog_client_secret,
+                **self._platform_secrets(),
             }
         if spec.module == "result_service":
-            return {f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["RESULT"]}
+            # Only global-sql's readers open the platform warehouse themselves.
+            sql = self._platform_secrets() if self.sql_catalog_url else {}
+            return {f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["RESULT"], **sql}
         return {
             f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
             f"{scoped}SIGNING_KEY": self.secrets.gateway_key,
@@ -515,6 +575,7 @@ class Stack:
             "s3": self.s3.endpoint,
             "catalog": f"{self.catalog_url}/catalog",
             "catalog_management": f"{self.catalog_url}/management",
+            "catalog_mode": self.catalog_mode.value,
             "logs": str(self.log_dir),
         }
 

@@ -147,7 +147,12 @@ def list_executions(connection: Connection, args: argparse.Namespace) -> None:
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submitting = commands.add_parser("submit", help=submit.__doc__)
     submitting.add_argument("workflow", type=Path, help="the workflow, a .json or .yaml file")
-    submitting.add_argument("--warehouse", required=True, help="warehouse id to write into")
+    submitting.add_argument(
+        "--warehouse",
+        default="",
+        help="warehouse id to write into (required per-user; a global catalog mode's platform "
+        "warehouse without it)",
+    )
     submitting.add_argument(
         "--unit",
         default="",

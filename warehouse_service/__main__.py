@@ -11,6 +11,8 @@ from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from unit_launcher.factory import launcher_named
+from warehouse_service import platform_warehouse
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.cleaner import ExecutionPurge
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
@@ -23,6 +25,7 @@ from warehouse_service.maintenance import TableMaintenance
 from warehouse_service.queue_worker import QueueWorker
 from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.usage_meter import UsageMeter
@@ -44,12 +47,22 @@ def build() -> ServiceProcess:
         ),
         credentials=UnitCredentials(settings.signing_key),
         settings=unit_settings(os.environ),
+        shared_secrets=(
+            settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else None
+        ),
         idle_seconds=settings.unit_idle_seconds,
         start_timeout_seconds=settings.unit_start_timeout_seconds,
         default_cores=settings.unit_default_cores,
         default_memory_mib=settings.unit_default_memory_mib,
     )
-    guard = EndpointGuard.from_setting(settings.allowed_storage_endpoints)
+    # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
+    platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""
+    guard = EndpointGuard.from_setting(
+        ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
+    )
+    sql_warehouse = settings.sql_warehouse() if settings.mode is CatalogMode.GLOBAL_SQL else None
+    # Where the registry's background work reaches an execution's tables.
+    tables = SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog
     queue_worker = partial(
         QueueWorker,
         db,
@@ -57,7 +70,7 @@ def build() -> ServiceProcess:
         max_backoff_seconds=settings.cleanup_max_backoff_seconds,
         hold_seconds=settings.cleanup_hold_seconds,
     )
-    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(catalog, guard))
+    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(tables, guard))
     maintainer = queue_worker(
         Queue.MAINTENANCE,
         TableMaintenance(db, catalog, guard, margin_seconds=settings.orphan_margin_seconds),
@@ -66,7 +79,7 @@ def build() -> ServiceProcess:
     retention = RetentionLoop(db, interval_seconds=settings.retention_interval_seconds)
     meter = UsageMeter(
         db,
-        catalog,
+        tables,
         Pacing(
             settings.usage_interval_seconds,
             settings.usage_max_backoff_seconds,
@@ -74,18 +87,31 @@ def build() -> ServiceProcess:
             hold_seconds=settings.cleanup_hold_seconds,
         ),
     )
+    warehouses = WarehouseServicer(
+        db,
+        catalog,
+        settings.page_token_key,
+        delete_wait_seconds=settings.delete_wait_seconds,
+        endpoint_guard=guard,
+        mode=settings.mode,
+    )
     background: list[asyncio.Task[None]] = []
 
     async def start() -> None:
         await catalog.open()
         await db.open()
+        if settings.mode is CatalogMode.GLOBAL_SQL:
+            await platform_warehouse.prepare_sql_catalog(settings)
+        if settings.mode.is_global:
+            await warehouses.create_platform(platform_warehouse.create_request(settings))
         background.append(
             asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
         )
         background.append(asyncio.create_task(supervisor.watch_forever()))
         background.append(asyncio.create_task(cleaner.run_forever()))
         background.append(asyncio.create_task(meter.run_forever()))
-        background.append(asyncio.create_task(maintainer.run_forever()))
+        if sql_warehouse is None:  # expiring snapshots commits through the REST catalog
+            background.append(asyncio.create_task(maintainer.run_forever()))
         background.append(asyncio.create_task(retention.run_forever()))
 
     async def stop() -> None:
@@ -104,15 +130,7 @@ def build() -> ServiceProcess:
             settings, MESH_AUDIENCE, with_units=True, with_executions=True
         ),
         services=[
-            ServiceBinding.of(
-                WarehouseServicer(
-                    db,
-                    catalog,
-                    settings.page_token_key,
-                    delete_wait_seconds=settings.delete_wait_seconds,
-                    endpoint_guard=guard,
-                )
-            ),
+            ServiceBinding.of(warehouses),
             ServiceBinding.of(
                 LedgerServicer(
                     db,
@@ -126,6 +144,7 @@ def build() -> ServiceProcess:
                     tokens=ExecutionTokens(
                         settings.signing_key, settings.execution_token_max_seconds
                     ),
+                    mode=settings.mode,
                 )
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),

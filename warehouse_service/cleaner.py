@@ -9,7 +9,8 @@ CANCELLED, whoever ended it (migration 0003), and in the one that deletes it
   deleted execution also its `runtime_stats` and `console_logs` tables;
 - deletes the files under ``<table location>/data/<execution id>/`` (written and maybe never
   committed), reached as table_storage says;
-- drops the table with purge through the Iceberg REST catalog.
+- drops the table with purge through the Iceberg REST catalog (in global-sql: through the SQL
+  catalog, see sql_catalog_tables).
 Then the queue records DONE. Every step may be repeated: a registry that dies midway leaves
 the row PENDING, and the next claim drops what is left. Statistics and console messages of a
 failed execution are kept: they explain the failure.
@@ -32,14 +33,14 @@ from lake_tables.naming import (
 )
 from lake_tables.uncommitted import data_folder, delete_folder
 from service_runtime.endpoint_guard import EndpointGuard
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_client import CatalogError, CatalogUnavailable
 from warehouse_service.queue_worker import WorkFailed
 from warehouse_service.table_storage import storage_properties, warehouse_root
-from warehouse_service.table_work import on_table, warehouse_prefix
+from warehouse_service.table_work import ExecutionTables, on_table, warehouse_prefix
 
 
 class ExecutionPurge:
-    def __init__(self, catalog: CatalogClient, guard: EndpointGuard) -> None:
+    def __init__(self, catalog: ExecutionTables, guard: EndpointGuard) -> None:
         self._catalog = catalog
         self._guard = guard
 

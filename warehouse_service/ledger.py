@@ -47,8 +47,9 @@ from texera.lake.internal.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
 )
-from warehouse_service import execution_tokens, memberships, records
+from warehouse_service import execution_tokens, memberships, platform_warehouse, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
@@ -79,17 +80,19 @@ def _already_bound(execution_id: str) -> ServiceError:
 
 
 async def _execution_readable(
-    connection: Connection, identity: Identity, row: asyncpg.Record
+    connection: Connection, identity: Identity, row: asyncpg.Record, mode: CatalogMode
 ) -> bool:
     """Whether the caller may see an execution: the gateway sees all, users those of
-    warehouses they hold READER or more on, a computing unit acting as itself the executions
-    bound to it."""
+    warehouses they hold READER or more on (in a global mode: those they submitted), a
+    computing unit acting as itself the executions bound to it."""
     if identity.is_service:
         return True
     if identity.is_unit:
         return bool(row["computing_unit_id"] == identity.user_id)
     if not identity.is_user:
         return False
+    if mode.is_global:
+        return bool(row["owner_user_id"] == identity.user_id)
     role = await memberships.role_on(connection, row["warehouse_id"], identity.user_id)
     return role >= Role.READER
 
@@ -121,9 +124,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         lease_seconds: float,
         supervisor: UnitSupervisor,
         tokens: execution_tokens.ExecutionTokens,
+        mode: CatalogMode = CatalogMode.PER_USER,
     ) -> None:
         self._db = db
         self._tokens = tokens
+        self._mode = mode
         self._catalog = catalog
         self._supervisor = supervisor
         self._catalog_uri = catalog_uri
@@ -136,7 +141,12 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def _binding(
         self, row: asyncpg.Record, *, write: bool
     ) -> registry_service_pb2.CatalogBinding:
-        """The warehouse's binding with a fresh catalog token for it alone."""
+        """The warehouse's binding with a fresh catalog token for it alone (global-sql: the
+        SQL catalog, which takes no token)."""
+        if self._mode is CatalogMode.GLOBAL_SQL:
+            return records.binding(
+                row, "", "", None, backend=registry_service_pb2.CATALOG_BACKEND_SQL
+            )
         try:
             token = await self._catalog.warehouse_token(
                 str(row["catalog_warehouse_id"]), write=write
@@ -196,8 +206,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
             if usable is None or usable["state"] not in USABLE_STATES:
                 raise not_found(Resource.COMPUTING_UNIT, request.computing_unit_id)
-            warehouse, _ = await memberships.warehouse_as(
-                connection, request.warehouse_id, owner, Role.WRITER, lock=True
+            warehouse, _ = await platform_warehouse.warehouse_as(
+                connection, self._mode, request.warehouse_id, owner, Role.WRITER, lock=True
             )
             if warehouse["state"] != "ACTIVE":
                 raise failed_precondition(
@@ -398,7 +408,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
             )
-            if row is None or not await _execution_readable(connection, identity, row):
+            if row is None or not await _execution_readable(connection, identity, row, self._mode):
                 raise not_found(Resource.EXECUTION, request.execution_id)
             warehouse = present(
                 await connection.fetchrow(
@@ -416,10 +426,12 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
     async def ResolveWarehouse(
         self, request: registry_service_pb2.ResolveWarehouseRequest, context: Any
     ) -> registry_service_pb2.ResolveWarehouseResponse:
-        violations = FieldViolations()
-        check_uuid(violations, request.warehouse_id, "warehouse_id")
-        violations.raise_if_any()
         identity = current_identity()
+        violations = FieldViolations()
+        # In a global mode a user's empty id names the platform warehouse.
+        if request.warehouse_id or not (self._mode.is_global and identity.is_user):
+            check_uuid(violations, request.warehouse_id, "warehouse_id")
+        violations.raise_if_any()
         async with self._db.connection() as connection:
             row = await self._resolvable(connection, identity, request.warehouse_id)
         if row["state"] in _UNREADABLE:
@@ -429,17 +441,16 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             binding=await self._binding(row, write=identity.via is not None)
         )
 
-    @staticmethod
     async def _resolvable(
-        connection: Connection, identity: Identity, warehouse_id: str
+        self, connection: Connection, identity: Identity, warehouse_id: str
     ) -> asyncpg.Record:
         """The warehouse, if the caller may reach it: services every one; a user one it holds
         READER or more on, and WRITER or more through a computing unit (which gets a token that
         may write); a unit acting as itself those its unfinished executions write into."""
         if identity.is_user:
             needed = Role.WRITER if identity.via is not None else Role.READER
-            shared, _ = await memberships.warehouse_as(
-                connection, warehouse_id, identity.user_id, needed
+            shared, _ = await platform_warehouse.warehouse_as(
+                connection, self._mode, warehouse_id, identity.user_id, needed
             )
             return shared
         row = await connection.fetchrow(
@@ -480,14 +491,16 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             before = (datetime.fromisoformat(position["t"]), position["id"])
         async with self._db.connection() as connection:
             # Only executions of warehouses the user may read (owns or holds a role on); of
-            # those, the user's own, or everyone's when filtered by one warehouse.
+            # those, the user's own, or everyone's when filtered by one warehouse. In a global
+            # mode only the user's own: everyone shares the one warehouse.
             rows = await connection.fetch(
                 """
                 SELECT e.* FROM executions e
                 JOIN warehouses w ON w.warehouse_id = e.warehouse_id
                 LEFT JOIN warehouse_members m
                     ON m.warehouse_id = e.warehouse_id AND m.user_id = $1
-                WHERE (w.owner_user_id = $1 OR m.user_id IS NOT NULL)
+                WHERE ((w.owner_user_id = $1 OR m.user_id IS NOT NULL) AND NOT $8
+                       OR e.owner_user_id = $1 AND $8)
                   AND (e.owner_user_id = $1 OR $2::uuid IS NOT NULL)
                   AND ($2::uuid IS NULL OR e.warehouse_id = $2)
                   AND (cardinality($3::text[]) = 0 OR e.state = ANY($3::text[]))
@@ -503,6 +516,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 before[0],
                 before[1],
                 limit + 1,
+                self._mode.is_global,
             )
             page = rows[:limit]
             executions = [

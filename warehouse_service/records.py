@@ -94,13 +94,17 @@ def member(row: Row) -> warehouse_pb2.WarehouseMember:
 
 
 def binding(
-    row: Row, catalog_uri: str, project_id: str, token: AccessToken | None
+    row: Row,
+    catalog_uri: str,
+    project_id: str,
+    token: AccessToken | None,
+    backend: registry_service_pb2.CatalogBackend.ValueType = registry_service_pb2.CATALOG_BACKEND_REST,
 ) -> registry_service_pb2.CatalogBinding:
     answer = registry_service_pb2.CatalogBinding(
         warehouse_id=str(row["warehouse_id"]),
         owner_user_id=row["owner_user_id"],
         state=WAREHOUSE_STATES[row["state"]],
-        backend=registry_service_pb2.CATALOG_BACKEND_REST,
+        backend=backend,
         catalog_uri=catalog_uri,
         catalog_warehouse=row["catalog_warehouse_name"],
         project_id=project_id,

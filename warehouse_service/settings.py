@@ -6,6 +6,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from catalog_map.platform import PlatformWarehouseSettings
 from service_runtime.config import (
     ENV_PREFIX,
     ConfigError,
@@ -16,12 +17,21 @@ from service_runtime.config import (
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.factory import LAUNCHERS
 from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
 
 
 @dataclass(frozen=True, repr=False)
-class WarehouseServiceSettings(ServerSettings):
+class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
     scope = "WAREHOUSE"
+    catalog_mode: str = setting(
+        "CATALOG_MODE",
+        CatalogMode.PER_USER.value,
+        "per-user (users register warehouses on their own buckets), global-rest (one platform "
+        "warehouse in the REST catalog) or global-sql (one platform warehouse on pyiceberg's "
+        "SqlCatalog in PostgreSQL; units then hold database credentials). See "
+        "docs/warehouses.md.",
+    )
     port: int = setting("PORT", 50051, "gRPC port of the warehouse registry.", scoped=True)
     metrics_port: int = setting(
         "METRICS_PORT", 9451, "Metrics port of the warehouse registry; 0 turns it off.", scoped=True
@@ -239,6 +249,7 @@ class WarehouseServiceSettings(ServerSettings):
                 f"may be filled in ({type(exc).__name__}: {exc})"
             ) from exc
         self.require("database_url")
+        self._validate_catalog_mode()
         self.require_secret_length("page_token_key")
         self.require("signing_key")
         self.require("registry_public_key")
@@ -255,6 +266,29 @@ class WarehouseServiceSettings(ServerSettings):
                 "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "
                 "TEXERA_LAKE_WAREHOUSE_UNIT_START_TIMEOUT_SECONDS must be above 0"
             )
+
+    def _validate_catalog_mode(self) -> None:
+        modes = [mode.value for mode in CatalogMode]
+        if self.catalog_mode not in modes:
+            raise ConfigError(f"{ENV_PREFIX}CATALOG_MODE must be one of {', '.join(modes)}")
+        if self.mode.is_global:
+            for needed in (
+                "platform_bucket",
+                "platform_access_key_id",
+                "platform_secret_access_key",
+            ):
+                self.require(needed)
+        if self.mode.is_global and self.platform_endpoint:
+            try:
+                parse_allowed(self.platform_endpoint)
+            except ValueError as exc:
+                raise ConfigError(f"{ENV_PREFIX}PLATFORM_ENDPOINT: {exc}") from exc
+        if self.mode is CatalogMode.GLOBAL_SQL:
+            self.require("sql_catalog_url")
+
+    @property
+    def mode(self) -> CatalogMode:
+        return CatalogMode(self.catalog_mode)
 
     def catalog_oauth(self) -> OAuthClient | None:
         """The registry's OAuth2 client of the catalog; None without a client secret."""

@@ -79,6 +79,7 @@ class UnitSupervisor:
         *,
         credentials: UnitCredentials,
         settings: Mapping[str, str],
+        shared_secrets: Mapping[str, str] | None = None,
         idle_seconds: float,
         start_timeout_seconds: float,
         default_cores: int,
@@ -88,6 +89,8 @@ class UnitSupervisor:
         self._launcher = launcher
         self._credentials = credentials
         self._settings = dict(settings)
+        #: Secrets every unit gets besides its own credential (global-sql: the SQL catalog's).
+        self._shared_secrets = dict(shared_secrets or {})
         self._idle = idle_seconds
         self._start_timeout = start_timeout_seconds
         self._default_size = (default_cores, default_memory_mib)
@@ -128,7 +131,10 @@ class UnitSupervisor:
             cores=row["cores"],
             memory_mib=row["memory_mib"],
             settings=self._settings,
-            secrets={CREDENTIAL_SETTING: self._credentials.issue(unit_id, row["owner_user_id"])},
+            secrets={
+                **self._shared_secrets,
+                CREDENTIAL_SETTING: self._credentials.issue(unit_id, row["owner_user_id"]),
+            },
         )
         try:
             await self._launcher.launch(spec)

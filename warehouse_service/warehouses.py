@@ -22,7 +22,9 @@ from typing import Any
 import asyncpg
 import grpc
 
+from catalog_map.platform import PLATFORM_OWNER
 from service_runtime.callers import require_user
+from service_runtime.config import ENV_PREFIX, ConfigError
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.errors import (
     FieldViolation,
@@ -39,8 +41,16 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
     warehouse_service_pb2_grpc,
 )
-from warehouse_service import catalog_purge, memberships, records, usage, usage_repository
+from warehouse_service import (
+    catalog_purge,
+    memberships,
+    platform_warehouse,
+    records,
+    usage,
+    usage_repository,
+)
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_modes import CatalogMode, refuse_in_global
 from warehouse_service.db import Database, present
 from warehouse_service.permissions import GRANTABLE, Role, role_of
 from warehouse_service.validation import (
@@ -212,8 +222,10 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         *,
         delete_wait_seconds: float = 60.0,
         endpoint_guard: EndpointGuard | None = None,
+        mode: CatalogMode = CatalogMode.PER_USER,
     ) -> None:
         self._db = db
+        self._mode = mode
         self._guard = endpoint_guard or EndpointGuard()
         self._catalog = catalog
         self._tokens = PageTokens(page_token_key, "warehouses")
@@ -225,10 +237,13 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     ) -> tuple[asyncpg.Record, Role]:
         """The warehouse and the user's role on it, if that allows `needed`."""
         violations = FieldViolations()
-        check_uuid(violations, warehouse_id, "warehouse_id")
+        if warehouse_id or not self._mode.is_global:  # global: no id names the platform's
+            check_uuid(violations, warehouse_id, "warehouse_id")
         violations.raise_if_any()
         async with self._db.connection() as connection:
-            return await memberships.warehouse_as(connection, warehouse_id, user, needed)
+            return await platform_warehouse.warehouse_as(
+                connection, self._mode, warehouse_id, user, needed
+            )
 
     async def _owned(self, owner: str, warehouse_id: str) -> asyncpg.Record:
         row, _ = await self._as_user(owner, warehouse_id, Role.OWNER)
@@ -238,6 +253,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self, request: warehouse_service_pb2.CreateWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.CreateWarehouseResponse:
         owner = require_user().user_id
+        refuse_in_global(self._mode, "CreateWarehouse")
         violations = FieldViolations()
         check_display_name(violations, request.warehouse.display_name, "warehouse.display_name")
         if request.warehouse.HasField("storage"):
@@ -249,27 +265,62 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         violations.raise_if_any()
         await self._check_endpoint(request.warehouse.storage.endpoint)
 
+        row = await self._create(owner, request)
+        return warehouse_service_pb2.CreateWarehouseResponse(
+            warehouse=records.warehouse(row, Role.OWNER)
+        )
+
+    async def create_platform(self, request: warehouse_service_pb2.CreateWarehouseRequest) -> None:
+        """Creates the platform warehouse of a global mode, or finds it made already; in the
+        REST catalog unless the mode is global-sql (whose SQL catalog needs no warehouse)."""
+        try:
+            row = await self._create(
+                PLATFORM_OWNER,
+                request,
+                str(platform_warehouse.PLATFORM_WAREHOUSE_ID),
+                in_catalog=self._mode is CatalogMode.GLOBAL_REST,
+            )
+        except ServiceError as exc:
+            if not any(v.field == "request_id" for v in exc.violations):
+                raise
+            # The warehouse exists with another place or name: the settings changed.
+            raise ConfigError(
+                "the platform warehouse exists with other storage than the "
+                f"{ENV_PREFIX}PLATFORM_* settings name now; set them back ({exc.message})"
+            ) from exc
+        log.info("platform warehouse ready", extra={"warehouse_id": str(row["warehouse_id"])})
+
+    async def _create(
+        self,
+        owner: str,
+        request: warehouse_service_pb2.CreateWarehouseRequest,
+        warehouse_id: str = "",
+        *,
+        in_catalog: bool = True,
+    ) -> asyncpg.Record:
         content = _fingerprint(request.warehouse)
         if request.request_id and (earlier := await self._created_by(owner, request.request_id)):
-            return warehouse_service_pb2.CreateWarehouseResponse(
-                warehouse=self._replayed(earlier, content)
-            )
-        warehouse_id = (
+            if earlier["request_fingerprint"] != content:
+                raise invalid_argument(
+                    [FieldViolation("request_id", "was already used for a different warehouse")]
+                )
+            return earlier
+        warehouse_id = warehouse_id or (
             derived_warehouse_id(owner, request.request_id)
             if request.request_id
             else str(uuid.uuid4())
         )
         name = catalog_name(warehouse_id)
-        created = await self._create_in_catalog(name, request)
-        catalog_id = created.get("warehouse-id") or created["id"]
+        catalog_id = warehouse_id
+        if in_catalog:
+            created = await self._create_in_catalog(name, request)
+            catalog_id = created.get("warehouse-id") or created["id"]
         row = await self._insert(owner, warehouse_id, catalog_id, request, content)
         log.info(
             "warehouse created",
             extra={"warehouse_id": warehouse_id, "catalog_warehouse_id": catalog_id},
         )
-        return warehouse_service_pb2.CreateWarehouseResponse(
-            warehouse=records.warehouse(row, Role.OWNER)
-        )
+        return row
 
     async def _check_endpoint(self, endpoint: str) -> None:
         """Refuses a storage endpoint that points inside the platform (names are resolved)."""
@@ -294,14 +345,6 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 request_id.lower(),
             )
             return row
-
-    @staticmethod
-    def _replayed(row: asyncpg.Record, content: str) -> warehouse_pb2.Warehouse:
-        if row["request_fingerprint"] != content:
-            raise invalid_argument(
-                [FieldViolation("request_id", "was already used for a different warehouse")]
-            )
-        return records.warehouse(row, Role.OWNER)
 
     async def _create_in_catalog(
         self, name: str, request: warehouse_service_pb2.CreateWarehouseRequest
@@ -402,6 +445,10 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             )
         violations.raise_if_any()
         states = sorted(_state_names(request.states) or ["ACTIVE", "ARCHIVED", "DELETING"])
+        if self._mode.is_global:  # the platform warehouse is the only one
+            row, role = await self._as_user(caller, "", Role.WRITER)
+            shown = [records.warehouse(row, role)] if row["state"] in states else []
+            return warehouse_service_pb2.ListWarehousesResponse(warehouses=shown)
         request_fingerprint = fingerprint(caller, states)
         after: tuple[datetime | None, uuid.UUID | None] = (None, None)
         if request.page_token:
@@ -430,6 +477,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def RotateWarehouseCredentials(
         self, request: warehouse_service_pb2.RotateWarehouseCredentialsRequest, context: Any
     ) -> warehouse_service_pb2.RotateWarehouseCredentialsResponse:
+        refuse_in_global(self._mode, "RotateWarehouseCredentials")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -528,6 +576,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         """New executions are refused; running ones finish, and every result stays readable.
         The catalog's warehouse stays active: Lakekeeper answers no client call on an inactive
         warehouse, reads included."""
+        refuse_in_global(self._mode, "ArchiveWarehouse")
         row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
         return warehouse_service_pb2.ArchiveWarehouseResponse(
             warehouse=records.warehouse(row, Role.OWNER)
@@ -536,6 +585,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def RestoreWarehouse(
         self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.RestoreWarehouseResponse:
+        refuse_in_global(self._mode, "RestoreWarehouse")
         row = await self._move(request.warehouse_id, "ARCHIVED", "ACTIVE")
         return warehouse_service_pb2.RestoreWarehouseResponse(
             warehouse=records.warehouse(row, Role.OWNER)
@@ -544,6 +594,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def DeleteWarehouse(
         self, request: warehouse_service_pb2.DeleteWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.DeleteWarehouseResponse:
+        refuse_in_global(self._mode, "DeleteWarehouse")
         owner = require_user().user_id
         try:
             row = await self._owned(owner, request.warehouse_id)
@@ -625,6 +676,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def ShareWarehouse(
         self, request: warehouse_service_pb2.ShareWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.ShareWarehouseResponse:
+        refuse_in_global(self._mode, "ShareWarehouse")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -658,6 +710,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def UnshareWarehouse(
         self, request: warehouse_service_pb2.UnshareWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.UnshareWarehouseResponse:
+        refuse_in_global(self._mode, "UnshareWarehouse")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -675,6 +728,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def ListWarehouseMembers(
         self, request: warehouse_service_pb2.ListWarehouseMembersRequest, context: Any
     ) -> warehouse_service_pb2.ListWarehouseMembersResponse:
+        refuse_in_global(self._mode, "ListWarehouseMembers")
         owner = require_user().user_id
         limit = page_size(request.page_size, default=50, maximum=500)
         row = await self._owned(owner, request.warehouse_id)

@@ -4,7 +4,8 @@ Each service gets a folder of its own (mode 0700, owned by the uid the service r
 only its secrets in files of mode 0600; the public keys go to ``public/``, readable by all.
 Keys are generated on the first run and kept. Only this one-shot container sees the values
 that come from the environment (the Texera JWT secret and the registry database's URL, from
-.env).
+.env; in the global catalog modes the platform bucket's key, and in global-sql the SQL
+catalog's URL, which the result service gets too: see deploy/compose/global*.yml).
 
 The registry's OAuth2 client secret is generated here too, and Keycloak learns it from the
 realm it imports: keycloak/texera-lake-realm.json with the secret filled in, written into
@@ -19,6 +20,7 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from service_runtime.internal_tokens import generate_private_key, public_key_text
@@ -57,6 +59,22 @@ def realm_with_secret(template: str, client_secret: str) -> str:
     return json.dumps(realm, indent=2)
 
 
+def platform_files(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The global modes' secret files, by service: the platform bucket's key for the registry
+    (global-rest: to create the warehouse in the catalog); with a SQL catalog (global-sql)
+    also its URL, and the result service gets both, since it opens the SQL catalog itself."""
+    if "PLATFORM_ACCESS_KEY_ID" not in environ:
+        return {}
+    platform = {
+        "platform_access_key_id": environ["PLATFORM_ACCESS_KEY_ID"],
+        "platform_secret_access_key": environ["PLATFORM_SECRET_ACCESS_KEY"],
+    }
+    if "SQL_CATALOG_URL" not in environ:
+        return {"warehouse-service": platform}
+    sql = {**platform, "sql_catalog_url": environ["SQL_CATALOG_URL"]}
+    return {"warehouse-service": sql, "result-service": sql}
+
+
 def main(root: Path, keycloak_import: Path) -> None:
     folders = {service: root / service for service in UIDS}
     for service, folder in folders.items():
@@ -86,6 +104,8 @@ def main(root: Path, keycloak_import: Path) -> None:
             ),
         },
     }
+    for service, values in platform_files(os.environ).items():
+        files[service] |= values
     for service, values in files.items():
         for name, value in values.items():
             _write(folders[service], name, value, UIDS[service])

