@@ -149,8 +149,8 @@ def build() -> ServiceProcess:
             ),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
             # Only DeleteExecution: the base class answers UNIMPLEMENTED for the units' methods.
-            ServiceBinding.of(ExecutionDeletionServicer(db)),  # type: ignore[abstract]
-            ServiceBinding.of(RetentionServicer(db)),
+            ServiceBinding.of(ExecutionDeletionServicer(db, settings.mode)),  # type: ignore[abstract]
+            ServiceBinding.of(RetentionServicer(db, settings.mode)),
         ],
         on_start=start,
         on_stop=stop,

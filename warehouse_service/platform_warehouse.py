@@ -105,3 +105,18 @@ async def warehouse_as(
     if row is None or needed > Role.WRITER:
         raise not_found(Resource.WAREHOUSE, warehouse_id or str(platform))
     return row, Role.WRITER
+
+
+async def role_on_execution(
+    connection: Connection,
+    mode: CatalogMode,
+    warehouse_id: uuid.UUID,
+    submitter: str,
+    user_id: str,
+) -> Role:
+    """user_id's role on an execution of warehouse_id that submitter submitted. In a global mode
+    only its submitter has one (WRITER, as everyone on the platform warehouse); per-user, the
+    role on its warehouse."""
+    if mode.is_global:
+        return Role.WRITER if submitter == user_id else Role.NONE
+    return await memberships.role_on(connection, warehouse_id, user_id)

@@ -14,6 +14,7 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from texera.lake.v1 import retention_service_pb2, retention_service_pb2_grpc
 from warehouse_service import memberships, retention_store
+from warehouse_service.catalog_modes import CatalogMode, refuse_in_global
 from warehouse_service.db import Database
 from warehouse_service.permissions import Role
 from warehouse_service.validation import check_uuid
@@ -65,12 +66,14 @@ def check_policy(request: rs.UpdateRetentionPolicyRequest) -> list[str]:
 
 
 class RetentionServicer(retention_service_pb2_grpc.RetentionServiceServicer):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, mode: CatalogMode) -> None:
         self._db = db
+        self._mode = mode
 
     async def GetRetentionPolicy(
         self, request: rs.GetRetentionPolicyRequest, context: Any
     ) -> rs.GetRetentionPolicyResponse:
+        refuse_in_global(self._mode, "GetRetentionPolicy")
         user = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -83,6 +86,7 @@ class RetentionServicer(retention_service_pb2_grpc.RetentionServiceServicer):
     async def UpdateRetentionPolicy(
         self, request: rs.UpdateRetentionPolicyRequest, context: Any
     ) -> rs.UpdateRetentionPolicyResponse:
+        refuse_in_global(self._mode, "UpdateRetentionPolicy")
         user = require_user().user_id
         paths = check_policy(request)
         warehouse_id = request.policy.warehouse_id

@@ -11,7 +11,8 @@ import asyncpg
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, not_found
 from texera.lake.v1 import usage_pb2
-from warehouse_service import memberships, records, usage_repository
+from warehouse_service import memberships, platform_warehouse, records, usage_repository
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database
 from warehouse_service.permissions import Role
 from warehouse_service.validation import check_identifier, check_uuid
@@ -50,7 +51,9 @@ async def warehouse_usage(db: Database, warehouse_id: str) -> usage_pb2.Warehous
     )
 
 
-async def execution_usage(db: Database, execution_id: str) -> usage_pb2.ExecutionUsage:
+async def execution_usage(
+    db: Database, mode: CatalogMode, execution_id: str
+) -> usage_pb2.ExecutionUsage:
     """The figures of an execution in a warehouse the calling user holds READER or more on;
     pending while the execution has not ended."""
     violations = FieldViolations()
@@ -61,8 +64,12 @@ async def execution_usage(db: Database, execution_id: str) -> usage_pb2.Executio
         if (
             execution is None
             or execution["warehouse_state"] in _UNREADABLE
-            or await memberships.role_on(
-                connection, execution["warehouse_id"], require_user().user_id
+            or await platform_warehouse.role_on_execution(
+                connection,
+                mode,
+                execution["warehouse_id"],
+                execution["owner_user_id"],
+                require_user().user_id,
             )
             < Role.READER
         ):

@@ -19,9 +19,10 @@ import asyncpg
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RESULTS, RUNTIME_STATS, execution_table
 from service_runtime.metrics import WAREHOUSE_USAGE
 from warehouse_service import usage_repository
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog_client import CatalogError, CatalogUnavailable
 from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing, failure_text, work_forever
+from warehouse_service.table_work import ExecutionTables
 from warehouse_service.usage_figures import UnreadableMetadata, Usage, table_usage
 
 log = logging.getLogger("warehouse_service.usage_meter")
@@ -33,7 +34,7 @@ class ReadingFailed(Exception):
 
 
 class UsageMeter:
-    def __init__(self, db: Database, catalog: CatalogClient, pacing: Pacing) -> None:
+    def __init__(self, db: Database, catalog: ExecutionTables, pacing: Pacing) -> None:
         self._db = db
         self._catalog = catalog
         self._pacing = pacing

@@ -121,9 +121,10 @@ async def of_execution(connection: Connection, execution_id: str) -> asyncpg.Rec
 
 
 async def execution_warehouse(connection: Connection, execution_id: str) -> asyncpg.Record | None:
-    """The execution's warehouse_id, with the warehouse's state as warehouse_state."""
+    """The execution's warehouse_id and submitter (owner_user_id), with the warehouse's state
+    as warehouse_state."""
     row: asyncpg.Record | None = await connection.fetchrow(
-        "SELECT e.warehouse_id, w.state AS warehouse_state FROM executions e "
+        "SELECT e.warehouse_id, e.owner_user_id, w.state AS warehouse_state FROM executions e "
         "JOIN warehouses w USING (warehouse_id) WHERE e.execution_id = $1",
         execution_id,
     )

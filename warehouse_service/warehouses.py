@@ -751,6 +751,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def GetWarehouseUsage(
         self, request: usage_pb2.GetWarehouseUsageRequest, context: Any
     ) -> usage_pb2.GetWarehouseUsageResponse:
+        refuse_in_global(self._mode, "GetWarehouseUsage")
         return usage_pb2.GetWarehouseUsageResponse(
             warehouse_usage=await usage.warehouse_usage(self._db, request.warehouse_id)
         )
@@ -759,5 +760,5 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self, request: usage_pb2.GetExecutionUsageRequest, context: Any
     ) -> usage_pb2.GetExecutionUsageResponse:
         return usage_pb2.GetExecutionUsageResponse(
-            execution_usage=await usage.execution_usage(self._db, request.execution_id)
+            execution_usage=await usage.execution_usage(self._db, self._mode, request.execution_id)
         )

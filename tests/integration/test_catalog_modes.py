@@ -33,6 +33,8 @@ from texera.lake.v1 import (
     execution_service_pb2,
     result_pb2,
     result_service_pb2,
+    retention_service_pb2,
+    usage_pb2,
     warehouse_pb2,
     warehouse_service_pb2,
     workflow_pb2,
@@ -58,6 +60,18 @@ SQUARES = workflow(
     workflow_id="modes",
 )
 PLATFORM = str(PLATFORM_WAREHOUSE_ID)
+SMALL = workflow(
+    [
+        {"operator_id": "numbers", "range_source": {"end": 10}},
+        {
+            "operator_id": "squares",
+            "input_operator_ids": ["numbers"],
+            "projection": {"columns": [{"expression": "id"}]},
+            "materialize": True,
+        },
+    ],
+    workflow_id="modes-small",
+)
 
 
 @pytest.fixture(scope="module", params=[mode.value for mode in CatalogMode])
@@ -342,6 +356,79 @@ def test_global_modes_clean_up_a_cancelled_execution(mode_stack: Stack, journey:
     assert list(recorded.outputs) == []
     assert not catalog.table_exists(first)
     assert not catalog.table_exists((RESULTS, result_table(execution_id, "slow")))
+
+
+def test_global_modes_give_usage_and_deletion_to_the_submitter_only(
+    mode_stack: Stack, journey: Journey
+) -> None:
+    """An execution's usage and its deletion are its submitter's; the platform warehouse's
+    usage and retention policy are nobody's to read or set through the API."""
+    if not mode_stack.catalog_mode.is_global:
+        pytest.skip("per-user usage and deletion are test_usage's and test_retention's")
+    user = journey.user
+    stranger = connect(mode_stack, f"stranger-{uuid.uuid4().hex[:6]}")
+    execution = finished(user, submit(user, "", SMALL).execution_id)
+    assert execution.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
+    execution_id = execution.execution_id
+
+    def usage_of(who: Connection) -> usage_pb2.ExecutionUsage:
+        return who.warehouses.GetExecutionUsage(
+            usage_pb2.GetExecutionUsageRequest(execution_id=execution_id), metadata=who.metadata
+        ).execution_usage
+
+    def until(check: Any, what: str) -> None:
+        deadline = time.monotonic() + 90
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.5)
+
+    until(lambda: not usage_of(user).measurement_pending, "the usage was never read")
+    measured = usage_of(user).usage
+    assert (measured.tables, measured.rows > 0) == (3, True)
+
+    error = refused(lambda: usage_of(stranger))
+    assert (error.code(), reason_of(error)[0]) == (
+        grpc.StatusCode.NOT_FOUND,
+        "EXECUTION_NOT_FOUND",
+    )
+    delete = execution_service_pb2.DeleteExecutionRequest(execution_id=execution_id)
+    error = refused(lambda: stranger.executions.DeleteExecution(delete, metadata=stranger.metadata))
+    assert (error.code(), reason_of(error)[0]) == (
+        grpc.StatusCode.NOT_FOUND,
+        "EXECUTION_NOT_FOUND",
+    )
+    platform_wide = {
+        "GetWarehouseUsage": lambda: user.warehouses.GetWarehouseUsage(
+            usage_pb2.GetWarehouseUsageRequest(warehouse_id=PLATFORM), metadata=user.metadata
+        ),
+        "GetRetentionPolicy": lambda: user.retention.GetRetentionPolicy(
+            retention_service_pb2.GetRetentionPolicyRequest(warehouse_id=PLATFORM),
+            metadata=user.metadata,
+        ),
+        "UpdateRetentionPolicy": lambda: user.retention.UpdateRetentionPolicy(
+            retention_service_pb2.UpdateRetentionPolicyRequest(
+                policy=retention_service_pb2.RetentionPolicy(warehouse_id=PLATFORM, keep_last=1)
+            ),
+            metadata=user.metadata,
+        ),
+    }
+    for method, call in platform_wide.items():
+        error = refused(call)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, method
+        assert reason_of(error)[0] == CATALOG_MODE_GLOBAL, method
+
+    deleted = user.executions.DeleteExecution(delete, metadata=user.metadata).execution
+    assert deleted.HasField("delete_time")
+    [output] = [o for o in execution.outputs if o.operator_id == "squares"]
+    catalog = platform_catalog(mode_stack)
+    until(
+        lambda: not catalog.table_exists((output.namespace, output.table_name)),
+        "the deleted execution's result was never dropped",
+    )
+    until(
+        lambda: (now := usage_of(user)).usage.tables == 0 and not now.measurement_pending,
+        "the deleted execution's usage never went to zero",
+    )
 
 
 def test_a_global_registry_finds_its_platform_warehouse_and_refuses_moved_settings(
