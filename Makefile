@@ -4,7 +4,7 @@
 run:  ## start the whole mesh on this machine (Ctrl-C stops it; CATALOG_MODE=global-sql picks a mode)
 	@scripts/run.sh $(if $(CATALOG_MODE),--catalog-mode $(CATALOG_MODE))
 
-test:  ## run every check and every test (two test files at a time)
+test:  ## run every check and every test (three test files at a time)
 	@scripts/test.sh
 
 check:  ## the fast lane: the same checks, and only the tests that start no process

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The test suite: API checks, lint, types, then every test, two test files at a time.
+# The test suite: API checks, lint, types, then every test, three test files at a time.
 # --fast picks only the tests that start no process, after the same checks.
 # Extra arguments go to pytest (for example: scripts/test.sh -m slow, or -n 4 for more workers).
 set -euo pipefail
 case "${1:-}" in
   --fast) lane=(-m "not integration" tests) ;;
-  *) lane=(-n 2 --dist loadfile tests) ;;
+  *) lane=(-n 3 --dist loadfile tests) ;;
 esac
 [[ "${1:-}" == --fast ]] && shift
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

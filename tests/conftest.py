@@ -68,6 +68,33 @@ def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
         Stack.start = started  # type: ignore[method-assign]
 
 
+#: The test files that take longest, longest first. They run first, so that when test files
+#: run side by side (pytest-xdist, --dist loadfile) no worker is left with a long one at the end.
+LONGEST_FILES = (
+    "test_units.py",
+    "test_catalog_modes.py",
+    "test_result_service.py",
+    "test_usage.py",
+    "test_retention.py",
+    "test_computing_unit.py",
+    "test_warehouse_sharing.py",
+    "test_journey.py",
+    "test_resource_limits.py",
+    "test_s3_endpoint.py",
+    "test_gateway.py",
+    "test_spark_cluster.py",
+    "test_registry_resilience.py",
+    "test_readme_journey.py",
+    "test_processes.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest files first (see LONGEST_FILES); the order within a file stays as written."""
+    rank = {name: position for position, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     with _stack_refused_unless_integration(item):

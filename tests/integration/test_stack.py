@@ -23,10 +23,13 @@ STACK_SERVICES = {
         "texera.lake.v1.ComputingUnitService",
         "texera.lake.v1.ExecutionService",
         "texera.lake.v1.ResultService",
+        "texera.lake.v1.RetentionService",
     },
     "warehouse-service": {
         "texera.lake.v1.WarehouseService",
         "texera.lake.v1.ComputingUnitService",
+        "texera.lake.v1.ExecutionService",  # DeleteExecution, and ended executions
+        "texera.lake.v1.RetentionService",
         "texera.lake.internal.v1.RegistryService",
     },
     "result-service": {"texera.lake.v1.ResultService"},
