@@ -17,18 +17,18 @@ import grpc
 
 from service_runtime.auth import AUTHORIZATION_KEY, bearer
 from service_runtime.errors import ServiceError
-from service_runtime.propagation import context_metadata, remaining_time
+from service_runtime.propagation import MESH_CHANNEL_OPTIONS, context_metadata, remaining_time
 from service_runtime.retry import RetryPolicy, retry_async
 
 T = TypeVar("T")
 
-#: Calls that may be repeated are tried at most three times, 0.1 s and then 0.2 s apart.
+#: Calls that may be repeated are tried at most four times, 0.2, 0.4 and 0.8 s apart: longer,
+#: together, than a channel waits before it connects again to a backend that restarted.
 REPEAT_POLICY = RetryPolicy(
-    window_seconds=60.0, first_wait_seconds=0.1, longest_wait_seconds=0.2, max_attempts=3
+    window_seconds=60.0, first_wait_seconds=0.2, longest_wait_seconds=0.8, max_attempts=4
 )
 _CHANNEL_OPTIONS = (
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+    *MESH_CHANNEL_OPTIONS,
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
 )

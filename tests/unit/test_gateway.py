@@ -6,13 +6,14 @@ on purpose, which no real backend can be made to do on cue.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
 
-from gateway.forwarding import Backend
+from gateway.forwarding import REPEAT_POLICY, Backend
 from gateway.policy import REPEATABLE, Repeat, may_repeat
 from gateway.rate_limit import RateLimiter
 from gateway.service import PUBLIC_SERVICES
@@ -49,14 +50,14 @@ class Flaky:
             yield f"{request.decode()}-{index}".encode()
 
 
-async def _serve(flaky: Flaky) -> tuple[grpc.aio.Server, str]:
+async def _serve(flaky: Flaky, address: str = "127.0.0.1:0") -> tuple[grpc.aio.Server, str]:
     server = grpc.aio.server()
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Unary": grpc.unary_unary_rpc_method_handler(flaky.unary),
         "Stream": grpc.unary_stream_rpc_method_handler(flaky.stream),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Flaky", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(address)
     await server.start()
     return server, f"127.0.0.1:{port}"
 
@@ -82,14 +83,34 @@ async def test_a_unary_call_is_repeated_only_when_allowed(
         await server.stop(None)
 
 
-async def test_attempts_end_after_three() -> None:
+async def test_attempts_end_after_the_policys_last() -> None:
     flaky = Flaky(failures=10)
     server, target = await _serve(flaky)
     backend = Backend(target)
     try:
         with pytest.raises(ServiceError):
             await backend.unary(UNARY, b"x", retry=True)
-        assert flaky.calls == 3
+        assert flaky.calls == REPEAT_POLICY.max_attempts == 4
+    finally:
+        await backend.close()
+        await server.stop(None)
+
+
+async def test_a_backend_that_restarts_is_reached_by_the_next_repeatable_call() -> None:
+    """Calls made while the backend is down grow the channel's reconnect backoff; once it is
+    back, a repeatable call still reaches it instead of failing in the channel's wait."""
+    server, target = await _serve(Flaky(failures=0))
+    backend = Backend(target)
+    try:
+        assert await backend.unary(UNARY, b"x", retry=False) == b"echo:x"
+        await server.stop(None)
+        for _ in range(12):  # six seconds down: gRPC's default backoff would now be seconds long
+            with pytest.raises(ServiceError) as down:
+                await backend.unary(UNARY, b"x", retry=False)
+            assert down.value.code == grpc.StatusCode.UNAVAILABLE
+            await asyncio.sleep(0.5)
+        server, _ = await _serve(Flaky(failures=0), target)
+        assert await backend.unary(UNARY, b"y", retry=True) == b"echo:y"
     finally:
         await backend.close()
         await server.stop(None)
