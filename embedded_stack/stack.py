@@ -51,10 +51,10 @@ from service_runtime.internal_tokens import (
     TokenSigner,
     unit_audience,
 )
+from service_runtime.ports import free_port
 from service_runtime.processes import (
     ManagedProcess,
     ProcessFailed,
-    free_port,
     let_others_traverse,
     wait_until,
 )

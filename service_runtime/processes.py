@@ -12,9 +12,7 @@ import contextlib
 import ctypes
 import os
 import pwd
-import random
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -35,38 +33,6 @@ def _die_with_parent(signum: int) -> Callable[[], None]:
             _PRCTL(_PR_SET_PDEATHSIG, signum)
 
     return set_parent_death_signal
-
-
-#: Where free_port looks first, up to the start of the kernel's ephemeral range.
-_LISTEN_PORTS_FROM = 10_000
-
-
-def ephemeral_range_start() -> int:
-    """The first port of the range the kernel gives outgoing connections."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768  # Linux's default
-
-
-def free_port(host: str) -> int:
-    """A port on host that nothing listens on now, for a process started next to listen on.
-
-    Taken below the kernel's ephemeral range when there is room: the kernel hands ports of that
-    range to outgoing connections, so one picked there could be in use by the time the process
-    binds it."""
-    below = ephemeral_range_start()
-    if below - _LISTEN_PORTS_FROM >= 1_000:
-        for port in random.sample(range(_LISTEN_PORTS_FROM, below), 20):
-            with socket.socket() as probe_socket:
-                try:
-                    probe_socket.bind((host, port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket() as probe_socket:
-        probe_socket.bind((host, 0))
-        return int(probe_socket.getsockname()[1])
 
 
 def ensure_system_user(name: str) -> pwd.struct_passwd:

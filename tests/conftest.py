@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
+from service_runtime.ports import LISTEN_PORTS_ENV, listen_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,6 +89,21 @@ LONGEST_FILES = (
     "test_readme_journey.py",
     "test_processes.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker, and every process it starts, picks ports from a share of its
+    own: stacks started side by side never pick the same port."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER"),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+    )
+    if worker is None or count is None or LISTEN_PORTS_ENV in os.environ:
+        return
+    ports = listen_ports()
+    share = len(ports) // int(count)
+    first = ports.start + int(worker.removeprefix("gw")) * share
+    os.environ[LISTEN_PORTS_ENV] = f"{first}-{first + share - 1}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import cu_service
 from service_runtime.config import ENV_PREFIX
-from service_runtime.processes import ManagedProcess, ensure_system_user, free_port
+from service_runtime.ports import free_port
+from service_runtime.processes import ManagedProcess, ensure_system_user
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.

@@ -44,6 +44,7 @@ from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import udf, unit_as, workflow
 from tests.integration.mesh import (
     RegistryClient,
+    bad_fields,
     bearer,
     computing_unit,
     create_warehouse,
@@ -211,6 +212,40 @@ def test_other_tables_are_not_found_whether_they_exist_or_not(setting: Setting) 
         error = refused(partial(_vend, stack, token, mine, namespace, name))
         assert error.code() == grpc.StatusCode.NOT_FOUND, what
         assert reason(error) == "TABLE_NOT_FOUND", what
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"execution_id": "../x"}, {"execution_id"}),
+        ({"lifetime": Duration(seconds=0)}, {"lifetime"}),
+        ({"execution_id": "", "lifetime": Duration(seconds=-5)}, {"execution_id", "lifetime"}),
+    ],
+)
+def test_a_bad_token_request_names_its_fields(
+    setting: Setting, fields: dict[str, Any], named: set[str]
+) -> None:
+    request = {"execution_id": setting.mine, "lifetime": Duration(seconds=60), **fields}
+    error = refused(
+        lambda: setting.unit.call(
+            setting.unit.ledger.IssueExecutionToken,
+            ec.IssueExecutionTokenRequest(computing_unit_id=setting.unit.subject, **request),
+        )
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == named
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "named"),
+    [("", "t", {"namespace"}), (RESULTS, "", {"table_name"}), (RESULTS, "x" * 256, {"table_name"})],
+)
+def test_a_bad_renewal_request_names_its_fields(
+    setting: Setting, namespace: str, name: str, named: set[str]
+) -> None:
+    error = refused(lambda: _vend(setting.stack, setting.token, setting.mine, namespace, name))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == named
 
 
 def test_the_token_is_refused_for_another_execution(setting: Setting) -> None:

@@ -18,7 +18,7 @@ from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from service_runtime.errors import status_details
 from service_runtime.health_probe import probe
-from service_runtime.processes import free_port
+from service_runtime.ports import free_port
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management
 from tests.integration.executions import (

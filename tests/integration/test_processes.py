@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from service_runtime.auth import bearer, mint_token
-from service_runtime.processes import free_port
+from service_runtime.ports import free_port
 from texera.lake.v1 import warehouse_service_pb2, warehouse_service_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -19,7 +19,8 @@ import pytest
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from service_runtime.processes import ManagedProcess, free_port, wait_until
+from service_runtime.ports import free_port
+from service_runtime.processes import ManagedProcess, wait_until
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import UnitClient, udf, workflow
 from tests.integration.mesh import bearer, create_warehouse, user

@@ -1,0 +1,69 @@
+"""Picking a port for a process that is started next and listens on it.
+
+A picked port is free when picked and stays free only until somebody else binds
+it, so picks avoid three kinds of neighbour: outgoing connections (ports are
+taken below the kernel's ephemeral range, from which the kernel hands them out),
+earlier picks of the same process (never handed out twice while others remain),
+and other processes picking side by side (TEXERA_LAKE_LISTEN_PORTS gives each
+its own share, for example "10000-17499"; children inherit it).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from pathlib import Path
+
+#: Where picks start by default, up to the start of the kernel's ephemeral range.
+LISTEN_PORTS_FROM = 10_000
+#: The inclusive range "first-last" this process picks listen ports from.
+LISTEN_PORTS_ENV = "TEXERA_LAKE_LISTEN_PORTS"
+
+_handed_out: set[int] = set()
+
+
+def ephemeral_range_start() -> int:
+    """The first port of the range the kernel gives outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
+
+def listen_ports() -> range:
+    """The ports picks come from: TEXERA_LAKE_LISTEN_PORTS, or those below the ephemeral range;
+    empty when neither leaves room."""
+    configured = os.environ.get(LISTEN_PORTS_ENV, "").strip()
+    if configured:
+        first, _, last = configured.partition("-")
+        try:
+            return range(int(first), int(last) + 1)
+        except ValueError:
+            raise ValueError(f"{LISTEN_PORTS_ENV} must be first-last, got {configured!r}") from None
+    below = ephemeral_range_start()
+    return range(LISTEN_PORTS_FROM, below) if below - LISTEN_PORTS_FROM >= 1_000 else range(0)
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe_socket:
+        try:
+            probe_socket.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str) -> int:
+    """A port on host that nothing listens on now and that this process has not picked before
+    (while its range has others left), for a process started next to listen on."""
+    ports = listen_ports()
+    if len(_handed_out.intersection(ports)) > len(ports) // 2:
+        _handed_out.difference_update(ports)  # most were picked: start over rather than search
+    for port in random.sample(ports, min(len(ports), 40)):
+        if port not in _handed_out and _bindable(host, port):
+            _handed_out.add(port)
+            return port
+    with socket.socket() as probe_socket:
+        probe_socket.bind((host, 0))
+        return int(probe_socket.getsockname()[1])
