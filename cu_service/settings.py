@@ -44,6 +44,14 @@ class ComputingUnitSettings(WarehouseClientSettings):
     spark_driver_memory: str = setting(
         "SPARK_DRIVER_MEMORY", "2g", "Memory of the Spark driver JVM.", scoped=True
     )
+    spark_driver_java_options: str = setting(
+        "SPARK_DRIVER_JAVA_OPTIONS",
+        "",
+        "More options of the Spark driver JVM, which in local mode runs the tasks too; for "
+        "example -XX:TieredStopAtLevel=1 spends a third less CPU on short jobs and runs long "
+        "ones slower. Part of the JVM's command line: no secret here.",
+        scoped=True,
+    )
     capacity: int = setting(
         "CAPACITY", 2, "Executions run at once; more wait, queued in order.", scoped=True
     )

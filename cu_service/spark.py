@@ -128,6 +128,10 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
         .config("spark.sql.runSQLOnFiles", "false")
     )
+    if settings.spark_driver_java_options:
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", settings.spark_driver_java_options
+        )
     if is_local(settings.spark_master):  # executions set theirs (shuffle_partitions)
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
     try:

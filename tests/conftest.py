@@ -38,6 +38,8 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_WAREHOUSE_CLEANUP_INTERVAL_SECONDS": "1",
     # Ended executions' usage is read within a second.
     "TEXERA_LAKE_WAREHOUSE_USAGE_INTERVAL_SECONDS": "1",
+    # Units' JVMs compile with C1 only: the tests' jobs are short, and many units start.
+    "TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
     # A catalog that keeps failing fails its executions within seconds, not minutes.
     "TEXERA_LAKE_CU_COMMIT_RETRY_SECONDS": "5",
 }

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,6 +24,7 @@ from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from lake_tables.naming import result_table
+from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
     SHARED_UNIT_OWNER,
@@ -766,3 +768,18 @@ def test_the_unit_is_registered_and_heartbeats(stack: Stack) -> None:
     first = unit.last_heartbeat_time.ToDatetime()
     time.sleep(2.5)
     assert registration().last_heartbeat_time.ToDatetime() > first
+
+
+def _descendants(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [d for child in map(int, children) for d in (child, *_descendants(child))]
+
+
+def test_the_units_jvm_runs_with_the_configured_java_options(stack: Stack) -> None:
+    running = stack.unit_for(SHARED_UNIT_OWNER)
+    command_lines = [
+        Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in _descendants(running.pid)
+    ]
+    [jvm] = [line for line in command_lines if line[0].endswith(b"java")]
+    configured = TEST_STACK_ENV["TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS"].encode()
+    assert configured in jvm
