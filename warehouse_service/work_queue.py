@@ -16,6 +16,7 @@ import enum
 import asyncpg
 
 from warehouse_service.db import Database
+from warehouse_service.due_work import retry_at
 
 
 class Queue(enum.Enum):
@@ -93,8 +94,7 @@ async def failed(
             UPDATE executions SET
                 {q}_attempts = {q}_attempts + 1,
                 {q}_error = $2,
-                {q}_next_at = now() + make_interval(
-                    secs => least($4, $3 * power(2, least({q}_attempts, 30))))
+                {q}_next_at = {retry_at(f"{q}_attempts")}
             WHERE execution_id = $1 AND {q}_state = 'PENDING'
             """,  # noqa: S608 - the column names are the queue's constants
             execution_id,
