@@ -5,7 +5,7 @@
 set -euo pipefail
 case "${1:-}" in
   --fast) lane=(-m "not integration" tests) ;;
-  *) lane=(-n 3 --dist loadfile tests) ;;
+  *) lane=(-n 3 --dist loadgroup tests) ;;
 esac
 [[ "${1:-}" == --fast ]] && shift
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -72,37 +72,40 @@ def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
         Stack.start = started  # type: ignore[method-assign]
 
 
-#: The test files that take longest, longest first. They run first, so that when test files
-#: run side by side (pytest-xdist, --dist loadfile) no worker is left with a long one at the end.
+#: Test files that share a stack of their own run in one pytest-xdist worker, which then
+#: starts that stack once (scripts/test.sh runs with --dist loadgroup).
+SHARED_STACK_FILES = {
+    "short_lived_stack": ("test_result_service.py", "test_s3_endpoint.py", "test_journey.py"),
+}
+
+#: Test files (or groups of them) that take longest, longest first. They run first, so that no
+#: worker is left with a long one at the end.
 LONGEST_FILES = (
+    "short_lived_stack",
     "test_units.py",
     "test_catalog_modes.py",
     "test_computing_unit.py",
     "test_resource_limits.py",
     "test_retention.py",
     "test_registry_resilience.py",
-    "test_spark_cluster.py",
-    "test_s3_endpoint.py",
-    "test_result_service.py",
-    "test_warehouse_sharing.py",
-    "test_workflow_reach.py",
     "test_cleanup.py",
     "test_processes.py",
     "test_gateway.py",
-    "test_usage.py",
+    "test_warehouse_sharing.py",
+    "test_workflow_reach.py",
     "test_readme_journey.py",
-    "test_identity.py",
+    "test_spark_cluster.py",
+    "test_usage.py",
     "test_registry_warehouses.py",
+    "test_workflow_fuzz.py",
 )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Each pytest-xdist worker, and every process it starts, picks ports from a share of its
     own: stacks started side by side never pick the same port."""
-    worker, count = (
-        os.environ.get("PYTEST_XDIST_WORKER"),
-        os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
-    )
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if worker is None or count is None or LISTEN_PORTS_ENV in os.environ:
         return
     ports = listen_ports()
@@ -111,10 +114,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[LISTEN_PORTS_ENV] = f"{first}-{first + share - 1}"
 
 
+def _group(item: pytest.Item) -> str:
+    """The worker group of a test: its file's, or that of the files it shares a stack with."""
+    name = item.path.name
+    return next((g for g, files in SHARED_STACK_FILES.items() if name in files), name)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest files first (see LONGEST_FILES); the order within a file stays as written."""
+    """Each test joins its group (see SHARED_STACK_FILES); the longest groups come first (see
+    LONGEST_FILES), the order within a file stays as written."""
     rank = {name: position for position, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
 
 
 @pytest.hookimpl(wrapper=True)
