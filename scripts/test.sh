@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The test suite: API checks, lint, types, then every test, three test files at a time.
-# --fast picks only the tests that start no process, after the same checks.
+# The test suite: API checks, lint, types, then every test but the slow ones, three test files
+# at a time. --all runs the slow ones too; --fast only the tests that start no process.
 # Extra arguments go to pytest (for example: scripts/test.sh -m slow, or -n 4 for more workers).
 set -euo pipefail
 case "${1:-}" in
   --fast) lane=(-m "not integration" tests) ;;
-  *) lane=(-n 3 --dist loadgroup tests) ;;
+  --all) lane=(-n 3 --dist loadfile tests) ;;
+  *) lane=(-n 3 --dist loadfile -m "not slow" tests) ;;
 esac
-[[ "${1:-}" == --fast ]] && shift
+[[ "${1:-}" == --fast || "${1:-}" == --all ]] && shift
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"

@@ -7,12 +7,14 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from service_runtime.ports import LISTEN_PORTS_ENV, listen_ports
+from tests.xdist_scheduling import group_of, make_scheduler
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,12 +74,6 @@ def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
         Stack.start = started  # type: ignore[method-assign]
 
 
-#: Test files that share a stack of their own run in one pytest-xdist worker, which then
-#: starts that stack once (scripts/test.sh runs with --dist loadgroup).
-SHARED_STACK_FILES = {
-    "short_lived_stack": ("test_result_service.py", "test_s3_endpoint.py", "test_journey.py"),
-}
-
 #: Test files (or groups of them) that take longest, longest first. They run first, so that no
 #: worker is left with a long one at the end.
 LONGEST_FILES = (
@@ -114,19 +110,15 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[LISTEN_PORTS_ENV] = f"{first}-{first + share - 1}"
 
 
-def _group(item: pytest.Item) -> str:
-    """The worker group of a test: its file's, or that of the files it shares a stack with."""
-    name = item.path.name
-    return next((g for g, files in SHARED_STACK_FILES.items() if name in files), name)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Files sharing a stack run in one worker (see tests/xdist_scheduling.py)."""
+    return make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test joins its group (see SHARED_STACK_FILES); the longest groups come first (see
-    LONGEST_FILES), the order within a file stays as written."""
+    """The longest groups first (see LONGEST_FILES); the order within a file stays as written."""
     rank = {name: position for position, name in enumerate(LONGEST_FILES)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+    items.sort(key=lambda item: rank.get(group_of(item.path.name), len(rank)))
 
 
 @pytest.hookimpl(wrapper=True)

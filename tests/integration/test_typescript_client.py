@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 from tests.integration.executions import SHARED_UNIT_OWNER, share_unit
 from tests.integration.mesh import BIN
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 CLIENT = ROOT / "clients" / "typescript"
 

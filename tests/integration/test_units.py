@@ -31,7 +31,7 @@ from texera.lake.v1 import (
     workflow_pb2,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 cus = computing_unit_service_pb2
 IDLE_SECONDS = 20
