@@ -20,7 +20,8 @@ LISTEN_PORTS_FROM = 10_000
 #: The inclusive range "first-last" this process picks listen ports from.
 LISTEN_PORTS_ENV = "TEXERA_LAKE_LISTEN_PORTS"
 
-_handed_out: set[int] = set()
+#: The ports this process picked, oldest first.
+_handed_out: dict[int, None] = {}
 
 
 def ephemeral_range_start() -> int:
@@ -54,15 +55,22 @@ def _bindable(host: str, port: int) -> bool:
         return True
 
 
+def _forget_oldest(ports: range) -> None:
+    """Keeps fewer than half of ports remembered as picked, forgetting the oldest picks first,
+    so that a random search among the rest stays short."""
+    picked = [port for port in _handed_out if port in ports]
+    for port in picked[: max(0, len(picked) - len(ports) // 2 + 1)]:
+        del _handed_out[port]
+
+
 def free_port(host: str) -> int:
     """A port on host that nothing listens on now and that this process has not picked before
     (while its range has others left), for a process started next to listen on."""
     ports = listen_ports()
-    if len(_handed_out.intersection(ports)) > len(ports) // 2:
-        _handed_out.difference_update(ports)  # most were picked: start over rather than search
+    _forget_oldest(ports)
     for port in random.sample(ports, min(len(ports), 40)):
         if port not in _handed_out and _bindable(host, port):
-            _handed_out.add(port)
+            _handed_out[port] = None
             return port
     with socket.socket() as probe_socket:
         probe_socket.bind((host, 0))

@@ -27,10 +27,19 @@ def test_a_port_in_use_is_never_chosen() -> None:
 
 def test_picks_before_any_bind_never_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stack picks all its ports before its first process binds one."""
-    monkeypatch.setenv(LISTEN_PORTS_ENV, "20000-20099")
-    picked = [free_port("127.0.0.1") for _ in range(50)]
-    assert len(set(picked)) == 50
-    assert all(20_000 <= port <= 20_099 for port in picked)
+    monkeypatch.setenv(LISTEN_PORTS_ENV, "20000-20199")
+    picked = [free_port("127.0.0.1") for _ in range(60)]
+    assert len(set(picked)) == 60
+    assert all(20_000 <= port <= 20_199 for port in picked)
+
+
+def test_when_most_of_a_share_was_picked_the_oldest_picks_are_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(LISTEN_PORTS_ENV, "22000-22009")
+    picked = [free_port("127.0.0.1") for _ in range(30)]
+    assert all(22_000 <= port <= 22_009 for port in picked)
+    assert len(set(picked[-4:])) == 4  # the newest picks still differ
 
 
 def test_a_process_picks_only_from_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
