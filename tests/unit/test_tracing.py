@@ -7,13 +7,17 @@ import io
 import json
 from collections.abc import Iterator
 
+import pytest
 from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from service_runtime.auth import UserTokenVerifier
 from service_runtime.config import ServerSettings
+from service_runtime.interceptors import ServerInterceptor
 from service_runtime.propagation import context_metadata
+from service_runtime.server import RunningServer, ServiceProcess
 from service_runtime.tracing import (
     JsonLinesExporter,
     configure_tracing,
@@ -82,3 +86,17 @@ def test_only_the_trace_context_crosses_the_mesh() -> None:
         tracer.start_as_current_span("call"),
     ):
         assert [key for key, _ in trace_metadata()] == ["traceparent"]
+
+
+@pytest.mark.parametrize("traced", [True, False])
+async def test_a_server_traces_calls_only_when_spans_go_somewhere(traced: bool) -> None:
+    process = ServiceProcess(
+        name="test",
+        settings=ServerSettings(host="127.0.0.1", port=0),
+        authenticator=UserTokenVerifier("s" * 40),
+        services=[],
+    )
+    server = RunningServer(process, traced=traced)
+    kinds = [type(interceptor).__module__ for interceptor in server.interceptors]
+    assert any(kind.startswith("opentelemetry.") for kind in kinds) is traced
+    assert ServerInterceptor in map(type, server.interceptors)
