@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import urllib.error
@@ -51,7 +50,7 @@ from service_runtime.internal_tokens import (
     TokenSigner,
     unit_audience,
 )
-from service_runtime.ports import free_port
+from service_runtime.ports import free_port, port_in_use
 from service_runtime.processes import (
     ManagedProcess,
     ProcessFailed,
@@ -86,16 +85,6 @@ SERVICES = (
     ServiceSpec("result-service", "result_service", ResultServiceSettings),
     ServiceSpec("gateway", "gateway", GatewaySettings),
 )
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket() as probe_socket:
-        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe_socket.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 @dataclass
@@ -134,7 +123,7 @@ class Ports:
         named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
         if with_postgres:
             named.append(("PostgreSQL", self.postgres))
-        busy = [f"{what} port {port}" for what, port in named if _port_in_use(host, port)]
+        busy = [f"{what} port {port}" for what, port in named if port_in_use(host, port)]
         if busy:
             raise ProcessFailed(
                 f"already in use: {', '.join(busy)}; "

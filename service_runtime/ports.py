@@ -10,6 +10,7 @@ its own share, for example "10000-17499"; children inherit it).
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -24,6 +25,7 @@ LISTEN_PORTS_ENV = "TEXERA_LAKE_LISTEN_PORTS"
 _handed_out: dict[int, None] = {}
 
 
+@functools.cache  # a kernel setting: read once
 def ephemeral_range_start() -> int:
     """The first port of the range the kernel gives outgoing connections."""
     try:
@@ -46,13 +48,16 @@ def listen_ports() -> range:
     return range(LISTEN_PORTS_FROM, below) if below - LISTEN_PORTS_FROM >= 1_000 else range(0)
 
 
-def _bindable(host: str, port: int) -> bool:
+def port_in_use(host: str, port: int) -> bool:
+    """Whether a server could not bind port on host now (bound as servers bind, with
+    SO_REUSEADDR, so a port whose last connection is in TIME_WAIT counts as free)."""
     with socket.socket() as probe_socket:
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe_socket.bind((host, port))
         except OSError:
-            return False
-        return True
+            return True
+    return False
 
 
 def _forget_oldest(ports: range) -> None:
@@ -69,7 +74,7 @@ def free_port(host: str) -> int:
     ports = listen_ports()
     _forget_oldest(ports)
     for port in random.sample(ports, min(len(ports), 40)):
-        if port not in _handed_out and _bindable(host, port):
+        if port not in _handed_out and not port_in_use(host, port):
             _handed_out[port] = None
             return port
     with socket.socket() as probe_socket:

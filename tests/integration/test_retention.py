@@ -110,12 +110,8 @@ class Person:
         ).execution
 
     def get(self, execution_id: str) -> execution_pb2.Execution:
-        # Waits for the channel: after a registry restart it may still be backing off.
         return self.executions.GetExecution(
-            es.GetExecutionRequest(execution_id=execution_id),
-            metadata=self.metadata,
-            timeout=60,
-            wait_for_ready=True,
+            es.GetExecutionRequest(execution_id=execution_id), metadata=self.metadata, timeout=60
         ).execution
 
     def set_policy(self, warehouse_id: str, *paths: str, **fields: Any) -> rs.RetentionPolicy:
