@@ -32,17 +32,16 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from cu_service.execution_credentials import ExecutionCredentials
+from cu_service.namespaces import ensure_namespaces
 from cu_service.parallel import in_parallel
 from cu_service.resource_limits import RESOURCE_LIMIT, ResourceLimitExceeded, RunLimits
 from cu_service.telemetry import OperatorStats, Telemetry
 from cu_service.workflow.compiler import CompiledWorkflow
 from cu_service.workflow.file_roots import OutsideRoots
 from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
-from cu_service.writer.output import OutputWriter, WritePolicy, WrittenOutput
-from lake_tables.naming import NAMESPACES, RESULTS, result_table
-from lake_tables.transient import transient_table_failure
+from cu_service.writer.output import OutputCommit, OutputWriter, WritePolicy, WrittenOutput
+from lake_tables.naming import RESULTS, result_table
 from lake_tables.uncommitted import data_folder, delete_folder
-from service_runtime.retry import retry_call
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
@@ -111,13 +110,13 @@ class ExecutionRun:
             # listed from now on, even one that ends with no rows.
             self.reporter.progress(list(self.outputs.values()))
             self._recheck_files()
-            self._write_outputs(writer, tables)
+            last = self._write_outputs(writer, tables)
             self.telemetry.opened()
+            commit_telemetry = self._make_last_commit(last)
         except BaseException as exc:
             self._fail(exc)
         else:
-            self.telemetry.log("INFO", f"execution {self.execution_id} succeeded")
-            self._close_telemetry()
+            self._close_telemetry(commit_telemetry)
             self.reporter.finished(execution_pb2.EXECUTION_STATE_SUCCEEDED, None)
         finally:
             context.setJobGroup("", "")
@@ -144,22 +143,11 @@ class ExecutionRun:
         )
 
     def _create_tables(self, writer: OutputWriter) -> dict[str, Table]:
-        """Creates the namespaces, then every table of the execution side by side (each is a
-        few round trips to the catalog): the telemetry tables in the background, and the
-        result tables, which are listed as outputs first, so that a failure drops the ones
-        made."""
-        in_parallel(
-            [
-                partial(
-                    retry_call,
-                    partial(self.catalog.create_namespace_if_not_exists, namespace),
-                    policy=self.policy.retry,
-                    transient=transient_table_failure,
-                    what="create namespace",
-                )
-                for namespace in NAMESPACES
-            ]
-        )
+        """Creates the namespaces (once per catalog client), then every table of the execution
+        side by side (each is a few round trips to the catalog): the telemetry tables in the
+        background, and the result tables, which are listed as outputs first, so that a
+        failure drops the ones made."""
+        ensure_namespaces(self.catalog, self.policy.retry)
         self.telemetry.start()
         materialized = self.compiled.materialized
         for operator_id in materialized:
@@ -174,8 +162,28 @@ class ExecutionRun:
         )
         return dict(zip(materialized, made, strict=True))
 
-    def _write_outputs(self, writer: OutputWriter, tables: dict[str, Table]) -> None:
-        for operator_id in self.compiled.materialized:
+    def _make_last_commit(self, last: OutputCommit | None) -> Callable[[], None]:
+        """Makes the last commit of results, its manifests written side by side with the files
+        of the last telemetry (which says the execution succeeded); returns what commits
+        that telemetry, which is true once this commit is made."""
+        message = f"execution {self.execution_id} succeeded"
+        finished: list[Callable[[], None]] = []
+
+        def finish_telemetry() -> None:
+            finished.append(self.telemetry.finish(message))
+
+        with tracer.start_as_current_span("prepare last commits"):
+            in_parallel([finish_telemetry, *([last.prepare] if last else [])])
+        if last is not None:
+            last.commit()
+        return finished[0]
+
+    def _write_outputs(self, writer: OutputWriter, tables: dict[str, Table]) -> OutputCommit | None:
+        """Writes every output and makes their commits, but for the last one of the last
+        output, which it returns (None if there is none to make)."""
+        materialized = self.compiled.materialized
+        last: OutputCommit | None = None
+        for operator_id in materialized:
             self._check_cancelled()
             self.writing = operator_id
             for involved in self._lineage(operator_id):
@@ -184,20 +192,26 @@ class ExecutionRun:
             with tracer.start_as_current_span(
                 "write output", attributes={"operator.id": operator_id}
             ):
-                writer.write(
+                last = writer.write(
                     operator_id, self.compiled.frames[operator_id], output, tables[operator_id]
                 )
+                if last is not None and operator_id != materialized[-1]:
+                    last.prepare()
+                    last.commit()
+                    last = None
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].end("COMPLETED")
             self._collect_console()
             self._count_inputs()
             stats = self.telemetry.stats[operator_id]
             stats.output_rows, stats.output_bytes = output.rows, output.bytes
+            commits = output.commits + (last is not None)
             self.telemetry.log(
                 "INFO",
-                f"operator {operator_id}: {output.rows} rows in {output.files} files, {output.commits} commit(s)",
+                f"operator {operator_id}: {output.rows} rows in {output.files} files, {commits} commit(s)",
                 operator_id=operator_id,
             )
+        return last
 
     def _check_cancelled(self) -> None:
         if (reason := self.cancel_reason() or self.time_limit_reason()) is not None:
@@ -311,10 +325,11 @@ class ExecutionRun:
             output.rows = output.files = output.bytes = output.snapshot_id = 0
             output.committed_rows = output.committed_files = 0
 
-    def _close_telemetry(self) -> None:
+    def _close_telemetry(self, commit: Callable[[], None] | None = None) -> None:
+        """Writes the last telemetry: commits what was prepared, or else what is left."""
         try:
             with tracer.start_as_current_span("write telemetry"):
-                self.telemetry.close()
+                (commit or self.telemetry.close)()
         except Exception:
             log.exception(
                 "could not write the last telemetry", extra={"execution_id": self.execution_id}

@@ -6,6 +6,10 @@ snapshot per update. Appends retry short outages, exactly once each, like
 commits of results (cu_service.writer.commit): a failed execution's messages
 and statistics matter most. A statistics sample is written for an operator only when
 something about it changed since the previous one.
+
+A succeeding execution ends its telemetry in two steps (finish): the files of the
+last appends are written side by side with the manifests of its last result
+commit, and committed once that commit is made.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -27,7 +32,7 @@ from pyiceberg.table import Table
 
 from cu_service.parallel import in_parallel
 from cu_service.workflow.udf import ConsoleEntry, clip
-from cu_service.writer.commit import CommitMark, FreshTable, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, PreparedCommit, append_rows
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from lake_tables.telemetry import CONSOLE_SCHEMA, STATS_SCHEMA
 from lake_tables.transient import transient_table_failure
@@ -160,9 +165,7 @@ class Telemetry:
             self._fresh[namespace] = FreshTable(table, self.interval_seconds)
 
     def log(self, level: str, message: str, *, operator_id: str = "", traceback: str = "") -> None:
-        self.console(
-            [ConsoleEntry(operator_id, datetime.now(UTC), level, clip(message), traceback)]
-        )
+        self.console([_entry(level, message, operator_id, traceback)])
 
     def console(self, entries: list[ConsoleEntry]) -> None:
         with self._lock:
@@ -203,17 +206,7 @@ class Telemetry:
                 self._written[stats.operator_id] = stats.signature()
             samples = [self._sample(s, now) for s in changed]
         self._outboxes[RUNTIME_STATS].add(pa.Table.from_pylist(samples, STATS_SCHEMA))
-        rows = [
-            {
-                "operator_id": e.operator_id,
-                "log_time": e.log_time,
-                "level": e.level,
-                "message": e.message,
-                "traceback": e.traceback,
-            }
-            for e in entries
-        ]
-        self._outboxes[CONSOLE_LOGS].add(pa.Table.from_pylist(rows, CONSOLE_SCHEMA))
+        self._outboxes[CONSOLE_LOGS].add(_console_rows(entries))
 
     @staticmethod
     def _sample(stats: OperatorStats, now: datetime) -> dict[str, Any]:
@@ -229,19 +222,100 @@ class Telemetry:
         }
 
     def _append(self, namespace: str, sequence: int, rows: pa.Table) -> None:
-        identifier = self._identifier(namespace)
+        commit = self._commit(namespace, sequence, rows)
+        commit.prepare()
+        commit.commit()
+
+    def _commit(self, namespace: str, sequence: int, rows: pa.Table) -> PreparedCommit:
         fresh = self._fresh.pop(namespace, None)
-        load = partial(self.catalog.load_table, identifier)  # fresh credentials
-        commit_once(
+        load = partial(self.catalog.load_table, self._identifier(namespace))  # fresh credentials
+        return PreparedCommit(
             fresh.loader(load) if fresh else load,
-            lambda table, properties: table.append(rows, snapshot_properties=properties),
+            append_rows(rows),
             CommitMark(self.execution_id, sequence),
             self.retry,
         )
 
-    def close(self) -> None:
-        """Stops the timer and writes what is left."""
+    def _stop_timer(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def close(self) -> None:
+        """Stops the timer and writes what is left."""
+        self._stop_timer()
         self.flush()
+
+    def finish(self, message: str) -> Callable[[], None]:
+        """Stops the timer and writes the files of what is left, with message (an INFO
+        console message) added, without committing them; returns what commits them (and
+        anything gathered since). Meant for a message that comes true only once something
+        else is committed: if the returned call is never made, none of it is visible, and
+        close() then writes what was left, without message."""
+        self._stop_timer()
+        self._gather()
+        outboxes = self._outboxes
+        if any(len(outbox.batches) > 1 for outbox in outboxes.values()):
+            # An earlier append failed: its rows go first, one commit after another.
+            return partial(self._log_and_flush, message)
+        last: dict[str, tuple[int, pa.Table]] = {
+            namespace: outbox.batches[0] for namespace, outbox in outboxes.items() if outbox.batches
+        }
+        console = outboxes[CONSOLE_LOGS]
+        sequence, rows = last.get(CONSOLE_LOGS, (console.next_sequence, None))
+        last[CONSOLE_LOGS] = (
+            sequence,
+            pa.concat_tables(
+                [t for t in (rows, _console_rows([_entry("INFO", message)])) if t is not None]
+            ),
+        )
+        commits = {name: self._commit(name, *batch) for name, batch in last.items()}
+        in_parallel([commit.prepare for commit in commits.values()])
+
+        def commit_all() -> None:
+            made = in_parallel(
+                [
+                    partial(self._commit_last, name, commit, last[name][0])
+                    for name, commit in commits.items()
+                ]
+            )
+            if all(made):  # else the catalog stayed away for a whole retry window already
+                self.flush()
+
+        return commit_all
+
+    def _commit_last(self, namespace: str, commit: PreparedCommit, sequence: int) -> bool:
+        try:
+            commit.commit()
+        except Exception:
+            log.exception(
+                "could not append telemetry",
+                extra={"execution_id": self.execution_id, "table": namespace},
+            )
+            return False
+        outbox = self._outboxes[namespace]
+        outbox.batches.clear()
+        outbox.next_sequence = sequence + 1
+        return True
+
+    def _log_and_flush(self, message: str) -> None:
+        self.log("INFO", message)
+        self.flush()
+
+
+def _entry(level: str, message: str, operator_id: str = "", traceback: str = "") -> ConsoleEntry:
+    return ConsoleEntry(operator_id, datetime.now(UTC), level, clip(message), traceback)
+
+
+def _console_rows(entries: list[ConsoleEntry]) -> pa.Table:
+    rows = [
+        {
+            "operator_id": e.operator_id,
+            "log_time": e.log_time,
+            "level": e.level,
+            "message": e.message,
+            "traceback": e.traceback,
+        }
+        for e in entries
+    ]
+    return pa.Table.from_pylist(rows, CONSOLE_SCHEMA)

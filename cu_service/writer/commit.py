@@ -6,6 +6,12 @@ passing reason is retried with backoff within the retry window; before each
 attempt the table is loaded again (fresh vended credentials too) and, if a
 snapshot with the same mark is already there, an earlier attempt landed and
 only its answer was lost: it is not committed again.
+
+A commit can also be made in two steps (PreparedCommit): first its files are
+written (data, manifests, manifest list), which can go side by side with other
+work, then the catalog is told. Nothing is visible before the second step; a
+prepared commit that is never made leaves only files no metadata references,
+which table maintenance removes.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
 from pyiceberg.typedef import Record
 
 from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
@@ -25,6 +33,11 @@ from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
 log = logging.getLogger("cu_service.writer")
+
+#: A change to a table that commits one snapshot, with the summary properties it is given.
+Change = Callable[[Table, dict[str, str]], None]
+#: The same change staged in a transaction, which commits it when asked.
+Stage = Callable[[Transaction, dict[str, str]], None]
 
 
 @dataclass(frozen=True)
@@ -63,11 +76,18 @@ class FreshTable:
         return first_or_load
 
 
+def committing(stage: Stage) -> Change:
+    """The change that stages stage in a transaction of its own and commits it."""
+
+    def change(table: Table, properties: dict[str, str]) -> None:
+        with table.transaction() as transaction:
+            stage(transaction, properties)
+
+    return change
+
+
 def commit_once(
-    load: Callable[[], Table],
-    change: Callable[[Table, dict[str, str]], None],
-    mark: CommitMark,
-    policy: RetryPolicy,
+    load: Callable[[], Table], change: Change, mark: CommitMark, policy: RetryPolicy
 ) -> Table:
     """Loads the table and applies change (which commits one snapshot with the properties it
     is given) unless a snapshot with mark is there already; transient failures are retried
@@ -89,6 +109,52 @@ def commit_once(
     )
 
 
+class PreparedCommit:
+    """commit_once in two steps. prepare() loads the table and writes what the commit adds,
+    without telling the catalog; commit() tells it, and if that fails for a passing reason
+    or because the table moved meanwhile, does the whole commit again with commit_once (which
+    finds it if it had landed). A prepare() that fails for a passing reason leaves it all to
+    commit()."""
+
+    def __init__(
+        self, load: Callable[[], Table], stage: Stage, mark: CommitMark, policy: RetryPolicy
+    ) -> None:
+        self._load = load
+        self._stage = stage
+        self._mark = mark
+        self._policy = policy
+        self._transaction: Transaction | None = None
+        self._landed: Table | None = None
+
+    def prepare(self) -> None:
+        try:
+            table = self._load()
+            if self._mark.landed_in(table):
+                self._landed = table
+                return
+            transaction = table.transaction()
+            self._stage(transaction, self._mark.properties())
+            self._transaction = transaction
+        except Exception as exc:
+            if not transient_table_failure(exc):
+                raise
+            log.info("could not prepare a commit; it is made in one step", exc_info=exc)
+
+    def commit(self) -> Table:
+        """Returns the table after the commit."""
+        if self._landed is not None:
+            return self._landed
+        transaction, self._transaction = self._transaction, None
+        if transaction is not None:
+            try:
+                return transaction.commit_transaction()
+            except Exception as exc:
+                if not (transient_table_failure(exc) or isinstance(exc, CommitFailedException)):
+                    raise
+                log.info("a prepared commit failed; committing again", exc_info=exc)
+        return commit_once(self._load, committing(self._stage), self._mark, self._policy)
+
+
 def data_file(described: dict[str, Any], spec_id: int) -> DataFile:
     """A DataFile from what a task returned (files.write_partition)."""
     return DataFile.from_args(
@@ -103,16 +169,23 @@ def data_file(described: dict[str, Any], spec_id: int) -> DataFile:
     )
 
 
-def append_files(described: Iterable[dict[str, Any]]) -> Callable[[Table, dict[str, str]], None]:
-    """The change that appends the files tasks wrote, in one fast-append snapshot."""
+def append_files(described: Iterable[dict[str, Any]]) -> Stage:
+    """Appending the files tasks wrote, in one fast-append snapshot."""
     entries = list(described)
 
-    def change(table: Table, properties: dict[str, str]) -> None:
-        with (
-            table.transaction() as transaction,
-            transaction.update_snapshot(snapshot_properties=properties).fast_append() as append,
-        ):
+    def stage(transaction: Transaction, properties: dict[str, str]) -> None:
+        spec_id = transaction.table_metadata.default_spec_id
+        with transaction.update_snapshot(snapshot_properties=properties).fast_append() as append:
             for entry in entries:
-                append.append_data_file(data_file(entry, table.metadata.default_spec_id))
+                append.append_data_file(data_file(entry, spec_id))
 
-    return change
+    return stage
+
+
+def append_rows(rows: pa.Table) -> Stage:
+    """Appending rows (written as new data files), in one snapshot."""
+
+    def stage(transaction: Transaction, properties: dict[str, str]) -> None:
+        transaction.append(rows, snapshot_properties=properties)
+
+    return stage

@@ -7,7 +7,8 @@ bytes have passed, so a long write shows results as it goes without ever
 committing per small batch, and a short one commits once. Each commit loads
 the table again (which also renews the vended credentials used to write the
 manifests) and survives short outages without committing a file twice (see
-cu_service.writer.commit).
+cu_service.writer.commit). The last commit is left to the caller, which writes
+its manifests side by side with the execution's last telemetry.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pyspark.sql import DataFrame, Row
 from cu_service.execution_credentials import ExecutionCredentials
 from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
-from cu_service.writer.commit import CommitMark, FreshTable, append_files, commit_once
+from cu_service.writer.commit import CommitMark, FreshTable, PreparedCommit, append_files
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
 from lake_tables.naming import RESULTS, result_table
 from lake_tables.transient import transient_table_failure
@@ -128,8 +129,10 @@ class OutputWriter:
 
     def write(
         self, operator_id: str, frame: DataFrame, output: WrittenOutput, table: Table
-    ) -> WrittenOutput:
-        """Fills the output's table, made by create(); output is updated as it goes."""
+    ) -> OutputCommit | None:
+        """Fills the output's table, made by create(); output is updated as it goes. The
+        files of the last waves are left to the commit returned (None if none are left),
+        for the caller to prepare and make, maybe side by side with other work."""
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
         spec = WriteSpec(
             access=TableAccess.of(table, self._credentials),
@@ -165,38 +168,60 @@ class OutputWriter:
             pending_bytes = sum(int(d["file_size_in_bytes"]) for d in pending)
             due = time.monotonic() - last_commit >= self._policy.commit_interval_seconds
             if pending and (due or pending_bytes >= self._policy.commit_max_bytes):
-                self._commit(identifier, pending, output, fresh)
+                commit = self._output_commit(identifier, pending, output, fresh)
+                commit.prepare()
+                commit.commit()
                 pending, last_commit = [], time.monotonic()
-        if pending:
-            self._commit(identifier, pending, output, fresh)
-        return output
+        return self._output_commit(identifier, pending, output, fresh) if pending else None
 
-    def _commit(
+    def _output_commit(
         self,
         identifier: tuple[str, str],
         described: Iterable[dict[str, Any]],
         output: WrittenOutput,
         fresh: FreshTable,
-    ) -> None:
+    ) -> OutputCommit:
         entries = list(described)
-        with tracer.start_as_current_span("commit", attributes={"files": len(entries)}):
-            table = commit_once(
-                fresh.loader(lambda: self._catalog.load_table(identifier)),
-                append_files(entries),
-                CommitMark(self._execution_id, output.commits + 1),
-                self._policy.retry,
-            )
+        prepared = PreparedCommit(
+            fresh.loader(lambda: self._catalog.load_table(identifier)),
+            append_files(entries),
+            CommitMark(self._execution_id, output.commits + 1),
+            self._policy.retry,
+        )
+        return OutputCommit(prepared, entries, output, partial(self._on_progress, output))
+
+
+@dataclass
+class OutputCommit:
+    """One commit of files of an output: prepare() writes its manifests, commit() makes it
+    and counts it in the output."""
+
+    prepared: PreparedCommit
+    entries: list[dict[str, Any]]
+    output: WrittenOutput
+    on_committed: Callable[[], None]
+
+    def prepare(self) -> None:
+        with tracer.start_as_current_span(
+            "prepare commit", attributes={"files": len(self.entries)}
+        ):
+            self.prepared.prepare()
+
+    def commit(self) -> None:
+        with tracer.start_as_current_span("commit", attributes={"files": len(self.entries)}):
+            table = self.prepared.commit()
+        output = self.output
         snapshot = table.current_snapshot()
         output.snapshot_id = snapshot.snapshot_id if snapshot else 0
         output.commits += 1
-        output.committed_rows += sum(int(entry["record_count"]) for entry in entries)
-        output.committed_files += len(entries)
+        output.committed_rows += sum(int(entry["record_count"]) for entry in self.entries)
+        output.committed_files += len(self.entries)
         log.info(
             "committed",
             extra={
-                "table": ".".join(identifier),
-                "files": len(entries),
+                "table": ".".join(table.name()),
+                "files": len(self.entries),
                 "snapshot_id": output.snapshot_id,
             },
         )
-        self._on_progress(output)
+        self.on_committed()

@@ -10,17 +10,27 @@ of warehouses.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyiceberg.catalog import MetastoreCatalog
-from pyiceberg.catalog.sql import SqlCatalog
-from sqlalchemy import Engine
+from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.typedef import Identifier
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from embedded_stack.dev_catalog.crypto import CredentialCipher
 from embedded_stack.dev_catalog.model import AccessKeyCredential
-from embedded_stack.dev_catalog.storage import VendedCredentials, assume_role, file_io_endpoint
+from embedded_stack.dev_catalog.storage import (
+    VendedCredentials,
+    assume_role,
+    file_io_endpoint,
+    sts_client,
+)
 from embedded_stack.dev_catalog.store import WarehouseRecord
 from service_runtime.endpoint_guard import EndpointGuard
+
+if TYPE_CHECKING:
+    from mypy_boto3_sts import STSClient
 
 
 class _SharedEngineSqlCatalog(SqlCatalog):
@@ -30,6 +40,18 @@ class _SharedEngineSqlCatalog(SqlCatalog):
         MetastoreCatalog.__init__(self, name, **properties)
         self.engine = engine
         self._schema_version = "v1"
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        """Asks the database alone; pyiceberg's loads the table's metadata file too."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        query = (
+            select(IcebergTables.table_name)
+            .where(IcebergTables.catalog_name == self.name)
+            .where(IcebergTables.table_namespace == namespace)
+            .where(IcebergTables.table_name == Catalog.table_name_from(identifier))
+        )
+        with Session(self.engine) as session:
+            return session.scalar(query) is not None
 
 
 def _file_io_properties(
@@ -49,7 +71,8 @@ def _file_io_properties(
 
 
 class WarehouseCatalogs:
-    """Catalogs and vended credentials per warehouse, rebuilt when credentials rotate."""
+    """Catalogs, STS clients and vended credentials per warehouse, rebuilt when credentials
+    rotate."""
 
     def __init__(
         self,
@@ -65,6 +88,7 @@ class WarehouseCatalogs:
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, int], SqlCatalog] = {}
         self._vended: dict[tuple[str, int, str], VendedCredentials] = {}
+        self._sts: dict[tuple[str, int], STSClient] = {}
 
     def credential(self, record: WarehouseRecord) -> AccessKeyCredential:
         return AccessKeyCredential.from_record(self._cipher.open(record.sealed_credential))
@@ -93,15 +117,22 @@ class WarehouseCatalogs:
         if cached is not None and cached.fresh(self.credential_lifetime_seconds):
             return cached
         vended = assume_role(
-            record.profile,
-            self.credential(record),
-            self._guard,
-            location,
-            self.credential_lifetime_seconds,
+            self._sts_client(record), record.profile, location, self.credential_lifetime_seconds
         )
         with self._lock:
             self._vended[key] = vended
         return vended
+
+    def _sts_client(self, record: WarehouseRecord) -> STSClient:
+        """The warehouse's STS client, made once per credential version."""
+        key = (record.id, record.credential_version)
+        with self._lock:
+            client = self._sts.get(key)
+        if client is None:
+            client = sts_client(record.profile, self.credential(record), self._guard)
+            with self._lock:
+                client = self._sts.setdefault(key, client)
+        return client
 
     def forget(self, warehouse_id: str) -> None:
         """Drops everything held for a warehouse (rotation, deletion)."""
@@ -113,6 +144,8 @@ class WarehouseCatalogs:
             del self._catalogs[catalog_key]
         for vended_key in [k for k in self._vended if k[0] == warehouse_id]:
             del self._vended[vended_key]
+        for client_key in [k for k in self._sts if k[0] == warehouse_id]:
+            del self._sts[client_key]
 
     def table_config(
         self, record: WarehouseRecord, location: str, delegation: str

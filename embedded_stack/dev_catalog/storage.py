@@ -58,7 +58,12 @@ def _s3(profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuar
     return guarded(client, guard)
 
 
-def _sts(profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard) -> STSClient:
+def sts_client(
+    profile: S3Profile, credential: AccessKeyCredential, guard: EndpointGuard
+) -> STSClient:
+    """An STS client signed with credential. Making one loads botocore's service models,
+    which costs more than the call itself: whoever vends often keeps it (clients are
+    thread-safe)."""
     session = _session(profile, credential)
     client = session.client("sts", endpoint_url=profile.endpoint, config=_config(profile))
     return guarded(client, guard)
@@ -141,7 +146,8 @@ def validate_access(
             "the probe object read back differs from what was written",
         )
     if profile.sts_enabled:
-        assume_role(profile, credential, guard, profile.location, lifetime_seconds=900)
+        sts = sts_client(profile, credential, guard)
+        assume_role(sts, profile, profile.location, lifetime_seconds=900)
 
 
 @dataclass(frozen=True)
@@ -197,13 +203,10 @@ def _session_policy(profile: S3Profile, location: str) -> str:
 
 
 def assume_role(
-    profile: S3Profile,
-    credential: AccessKeyCredential,
-    guard: EndpointGuard,
-    location: str,
-    lifetime_seconds: int,
+    sts: STSClient, profile: S3Profile, location: str, lifetime_seconds: int
 ) -> VendedCredentials:
-    """Short-lived credentials for location, through STS AssumeRole on the profile's role."""
+    """Short-lived credentials for location, through STS AssumeRole on the profile's role,
+    asked with sts (sts_client)."""
     if not profile.sts_role_arn:
         raise CatalogError(
             400,
@@ -211,7 +214,6 @@ def assume_role(
             "storage-profile.sts-role-arn is required with sts-enabled: this catalog vends "
             "credentials by assuming that role",
         )
-    sts = _sts(profile, credential, guard)
     try:
         answer = sts.assume_role(
             RoleArn=profile.sts_role_arn,

@@ -13,6 +13,7 @@ This is the one module that knows moto's server internals.
 
 from __future__ import annotations
 
+from typing import Any
 from xml.etree import ElementTree
 
 from moto.moto_server.werkzeug_app import (
@@ -33,6 +34,20 @@ _BOOTSTRAP_AUTHORIZATION = (
     "AWS4-HMAC-SHA256 Credential=bootstrap/20240101/us-east-1/iam/aws4_request, "
     "SignedHeaders=host, Signature=0"
 )
+
+
+class _Dispatcher(DomainDispatcherApplication):
+    """moto's dispatcher, remembering which backend serves a host: moto works that out for
+    every request, listing its own package directory under a lock each time."""
+
+    def __init__(self) -> None:
+        super().__init__(create_backend_app)
+        self._backends: dict[str | None, Any] = {}
+
+    def get_backend_for_host(self, host: str | None) -> Any:
+        if host not in self._backends:
+            self._backends[host] = super().get_backend_for_host(host)
+        return self._backends[host]
 
 
 def _iam(client: Client, action: str, **parameters: str) -> ElementTree.Element:
@@ -74,7 +89,7 @@ def _switch_authentication_on(client: Client) -> None:
 
 def authenticated_moto() -> tuple[DomainDispatcherApplication, AccessKey]:
     """moto's WSGI application with authentication on, and its administrator's key."""
-    app = DomainDispatcherApplication(create_backend_app)
+    app = _Dispatcher()
     client = Client(app)
     admin = _create_admin(client)
     _switch_authentication_on(client)

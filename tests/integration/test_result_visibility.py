@@ -19,7 +19,7 @@ from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import UnitClient, new_user, udf, workflow
 from tests.integration.mesh import reason_of, refused
 from tests.integration.results import ResultClient, arrow_table, first_commit, results_like
-from texera.lake.v1 import result_pb2
+from texera.lake.v1 import execution_pb2, result_pb2
 
 pytestmark = pytest.mark.integration
 #: TEXERA_LAKE_RESULT_VISIBILITY_RECHECK_SECONDS of the tests' stack (the default).
@@ -158,3 +158,38 @@ def test_failed_and_cancelled_executions_show_no_row_anywhere(stack: Stack) -> N
     left_snapshot.commit_time.FromMilliseconds(left.timestamp_ms)
     _shows_no_row(results, failing, left_snapshot, "", "FAILED")
     _telemetry_stays(results, failing, "the second output cannot be computed")
+
+
+SLEEPS = "import time\ndef process(batches):\n    time.sleep(4)\n    yield from batches\n"
+
+
+def test_an_execution_whose_last_commit_fails_never_says_it_succeeded(stack: Stack) -> None:
+    """The last commit's manifests and the last telemetry's files are written side by side;
+    the telemetry, whose console says the execution succeeded, is committed only once the
+    results are. Here the result table is dropped from under the execution before its commit."""
+    unit, warehouse_id, _ = new_user(stack, "overtaken")
+    results = results_like(stack, unit)
+    plan = workflow(
+        [
+            {"operator_id": "numbers", "range_source": {"end": 10}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["numbers"],
+                "python_udf": udf(SLEEPS, [("id", "bigint")]),
+                "materialize": True,
+            },
+        ]
+    )
+    execution_id = unit.submit(warehouse_id, plan).execution_id
+    running = unit.wait_for_state(execution_id, execution_pb2.EXECUTION_STATE_RUNNING)
+    assert state_name(running) == "RUNNING"  # its tables exist from then on
+    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    catalog.drop_table(("results", result_table(execution_id, "slow")))
+
+    ended = unit.finish(execution_id, timeout=120)
+    assert state_name(ended) == "FAILED"
+    messages = [m.message for m in results.console(execution_id).messages]
+    assert not any("succeeded" in message for message in messages), messages
+    levels = {m.level for m in results.console(execution_id).messages}
+    assert result_pb2.CONSOLE_LEVEL_ERROR in levels, messages
+    assert {s.operator_id for s in results.statistics(execution_id).statistics} >= {"slow"}

@@ -58,17 +58,24 @@ def test_an_execution_is_one_trace_from_the_gateway_to_the_first_page(stack: Sta
         ("cu-service", "create tables"),
         ("cu-service", "create telemetry tables"),
         ("cu-service", "spark job"),
+        ("cu-service", "prepare last commits"),
+        ("cu-service", "prepare commit"),
         ("cu-service", "commit"),
         ("cu-service", "write telemetry"),
     ]:
         assert expected in names
     [run] = [s for s in found if s["name"] == "execution"]
     assert run["attributes"] == {"execution.id": execution.execution_id}
-    # The phases nest: a commit is part of writing an output, which is part of the execution.
+    # The phases nest: the output's one commit is the execution's last, made once its
+    # manifests were written side by side with the last telemetry's files.
+    [write] = [s for s in found if s["name"] == "write output"]
+    [prepared] = [s for s in found if s["name"] == "prepare commit"]
     [commit] = [s for s in found if s["name"] == "commit"]
-    write = by_id[str(commit["parent_id"])]
-    assert write["name"] == "write output"
     assert by_id[str(write["parent_id"])] is run
+    assert by_id[str(prepared["parent_id"])]["name"] == "prepare last commits"
+    assert by_id[str(commit["parent_id"])] is run
+    prepared_end = int(str(prepared["start_ns"])) + float(str(prepared["duration_ms"])) * 1e6
+    assert int(str(commit["start_ns"])) >= prepared_end - 1000  # durations are rounded
     # The unit's call continues the gateway's, which continues the client's.
     [unit_submit, gateway_submit] = sorted(
         (s for s in found if str(s["name"]).endswith("/SubmitExecution")),

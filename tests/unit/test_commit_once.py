@@ -12,7 +12,13 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServerError
 from pyiceberg.table import Table
 
-from cu_service.writer.commit import CommitMark, FreshTable, commit_once
+from cu_service.writer.commit import (
+    CommitMark,
+    FreshTable,
+    PreparedCommit,
+    append_rows,
+    commit_once,
+)
 from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy
@@ -167,3 +173,43 @@ def test_a_retried_commit_loads_the_table(table: Table) -> None:
     commit_once(FreshTable(table, 60.0).loader(load), flaky, CommitMark("e", 1), QUICK)
     assert len(attempts) == 2
     assert len(loads) == 1
+
+
+def test_a_prepared_commit_is_visible_only_once_made(table: Table) -> None:
+    commit = PreparedCommit(loader(table, []), append_rows(ROWS), CommitMark("e", 1), QUICK)
+    commit.prepare()
+    assert table.catalog.load_table(table.name()).snapshots() == []
+    after = commit.commit()
+    assert after.scan().to_arrow().num_rows == 3
+    assert len(table.catalog.load_table(table.name()).snapshots()) == 1
+
+
+def test_a_prepared_commit_overtaken_by_another_is_made_again_on_top(table: Table) -> None:
+    commit = PreparedCommit(loader(table, []), append_rows(ROWS), CommitMark("e", 2), QUICK)
+    commit.prepare()
+    commit_once(loader(table, []), append, CommitMark("e", 1), QUICK)
+    after = commit.commit()
+    assert after.scan().to_arrow().num_rows == 6
+    marks = [s.summary[COMMIT_SEQUENCE] for s in after.snapshots() if s.summary is not None]
+    assert marks == ["1", "2"]
+
+
+def test_a_prepare_that_meets_an_outage_leaves_the_commit_to_one_step(table: Table) -> None:
+    outage: list[BaseException] = [ServerError("503 restarting")]
+    commit = PreparedCommit(loader(table, outage), append_rows(ROWS), CommitMark("e", 1), QUICK)
+    commit.prepare()
+    assert commit.commit().scan().to_arrow().num_rows == 3
+
+
+def test_a_prepared_commit_whose_mark_landed_appends_nothing(table: Table) -> None:
+    commit_once(loader(table, []), append, CommitMark("e", 1), QUICK)
+    commit = PreparedCommit(loader(table, []), append_rows(ROWS), CommitMark("e", 1), QUICK)
+    commit.prepare()
+    assert commit.commit().scan().to_arrow().num_rows == 3
+
+
+def test_a_refused_prepare_is_raised(table: Table) -> None:
+    refused = loader(table, [CommitFailedException("conflict")])
+    commit = PreparedCommit(refused, append_rows(ROWS), CommitMark("e", 1), QUICK)
+    with pytest.raises(CommitFailedException):
+        commit.prepare()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from werkzeug.test import Client, TestResponse
 
 from embedded_stack.s3.endpoint import AccessKey
@@ -61,3 +64,26 @@ def test_signed_requests_reach_moto_with_authentication_on(
     answer = client.get("/", headers={"Authorization": UNKNOWN_KEY})
     assert answer.status_code == 403
     assert _code(answer) == "InvalidAccessKeyId"  # moto's own answer: it checks keys
+
+
+def test_moto_works_out_a_hosts_backend_once(
+    moto: tuple[Client, AccessKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto lists its package directory to find a request's backend; the dispatcher asks it
+    once per host. Fails when moto moves the lookup this relies on."""
+    client, _ = moto
+    looked_up: list[str | None] = []
+    lookup = DomainDispatcherApplication.get_backend_for_host
+    assert "self.get_backend_for_host(host)" in inspect.getsource(
+        DomainDispatcherApplication.get_application
+    )
+
+    def counting(self: DomainDispatcherApplication, host: str | None) -> object:
+        looked_up.append(host)
+        return lookup(self, host)
+
+    monkeypatch.setattr(DomainDispatcherApplication, "get_backend_for_host", counting)
+    for _ in range(3):
+        answer = client.get("/", headers={"Authorization": UNKNOWN_KEY.replace("/s3/", "/sts/")})
+        assert answer.status_code == 403
+    assert looked_up.count("sts.us-east-1.amazonaws.com") <= 1

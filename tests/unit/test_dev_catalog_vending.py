@@ -1,0 +1,82 @@
+"""The development catalog's credential vending: one STS client per warehouse credential,
+whatever the number of tables; STS itself is stood in for by a recorder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from embedded_stack.dev_catalog import catalogs
+from embedded_stack.dev_catalog.catalogs import WarehouseCatalogs
+from embedded_stack.dev_catalog.crypto import CredentialCipher
+from embedded_stack.dev_catalog.model import S3Profile
+from embedded_stack.dev_catalog.store import WarehouseRecord
+from service_runtime.endpoint_guard import EndpointGuard
+
+CIPHER = CredentialCipher("a test key of sixteen or more characters")
+
+
+class RecordingSts:
+    def __init__(self) -> None:
+        self.sessions: list[str] = []
+
+    def assume_role(self, **request: Any) -> dict[str, Any]:
+        self.sessions.append(request["Policy"])
+        number = len(self.sessions)
+        return {
+            "Credentials": {
+                "AccessKeyId": f"ASIA{number}",
+                "SecretAccessKey": "secret",
+                "SessionToken": "token",
+                "Expiration": datetime.now(UTC) + timedelta(hours=1),
+            }
+        }
+
+
+def _record(version: int) -> WarehouseRecord:
+    profile = S3Profile(
+        bucket="bucket",
+        region="us-east-1",
+        sts_enabled=True,
+        endpoint="http://127.0.0.1:9",
+        path_style_access=True,
+        sts_role_arn="arn:aws:iam::123456789012:role/vend",
+    )
+    sealed = CIPHER.seal({"access-key-id": f"AKIA{version}", "secret-access-key": "s"})
+    return WarehouseRecord("w1", "p", "name", "active", profile, sealed, version)
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[RecordingSts]:
+    clients: list[RecordingSts] = []
+
+    def sts_client(profile: S3Profile, credential: Any, guard: EndpointGuard) -> RecordingSts:
+        clients.append(RecordingSts())
+        return clients[-1]
+
+    monkeypatch.setattr(catalogs, "sts_client", sts_client)
+    return clients
+
+
+def test_tables_of_one_warehouse_share_its_sts_client(made: list[RecordingSts]) -> None:
+    vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
+    record = _record(1)
+    first = vending.vend(record, "s3://bucket/ns/a")
+    second = vending.vend(record, "s3://bucket/ns/b")
+    assert vending.vend(record, "s3://bucket/ns/a") == first  # still fresh: not asked again
+    assert len(made) == 1
+    assert len(made[0].sessions) == 2
+    assert "ns/a/*" in made[0].sessions[0]
+    assert "ns/b/*" in made[0].sessions[1]
+    assert first.access_key_id != second.access_key_id
+
+
+def test_a_rotated_or_forgotten_credential_gets_a_new_client(made: list[RecordingSts]) -> None:
+    vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
+    vending.vend(_record(1), "s3://bucket/ns/a")
+    vending.vend(_record(2), "s3://bucket/ns/a")
+    vending.forget("w1")
+    vending.vend(_record(2), "s3://bucket/ns/a")
+    assert len(made) == 3
