@@ -1,7 +1,9 @@
 """Gateway overhead, measured in one run on the embedded stack.
 
   (a) a unary call (GetWarehouse) through the gateway vs straight to the warehouse service:
-      median latency of CALLS calls each, one after the other;
+      median latency of CALLS calls each, one after the other; and through a bare relay
+      (benchmarks.bare_relay: grpc.aio forwarding bytes, nothing else), the floor for any
+      relay written in Python;
   (b) a result of about 1 GiB in Arrow (ROWS rows: a long and a 200-character string)
       streamed whole through the gateway vs straight from the result service, read with
       lake_client.ResultStream: median time of RUNS streams each, after one warm-up;
@@ -16,10 +18,13 @@ Run: .venv/bin/python -m benchmarks.gateway_overhead [--rows N] [--calls N] [--r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import grpc
 import pyarrow as pa
@@ -37,6 +42,7 @@ from benchmarks.shared import (
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
+from service_runtime.ports import free_port
 from texera.lake.v1 import (
     result_service_pb2,
     warehouse_service_pb2,
@@ -60,6 +66,20 @@ def latencies(call: Callable[[], object], count: int) -> list[float]:
         call()
         times.append(time.perf_counter() - started)
     return times
+
+
+@contextlib.contextmanager
+def bare_relay(backend: str) -> Iterator[str]:
+    """A bare relay to backend in a process of its own; its target."""
+    host = "127.0.0.1"
+    target = f"{host}:{free_port(host)}"
+    command = [sys.executable, "-m", "benchmarks.bare_relay", "--listen", target]
+    with subprocess.Popen([*command, "--backend", backend]) as relay:
+        try:
+            grpc.channel_ready_future(grpc.insecure_channel(target)).result(timeout=30)
+            yield target
+        finally:
+            relay.terminate()
 
 
 def main() -> None:
@@ -99,19 +119,28 @@ def main() -> None:
             stack.target("warehouse-service"),
             stack.target("result-service"),
         )
-        unary: dict[str, list[float]] = {gateway: [], warehouses: []}
-        for target in (gateway, warehouses, gateway, warehouses):  # interleaved, against drift
-            unary[target] += latencies(get_warehouse(target), args.calls)
+        with bare_relay(warehouses) as relay:
+            calls[relay] = calls[warehouses]
+            unary: dict[str, list[float]] = {gateway: [], warehouses: [], relay: []}
+            for target in (gateway, warehouses, relay) * 2:  # interleaved, against drift
+                unary[target] += latencies(get_warehouse(target), args.calls)
         table = stream(results)()
         streamed = {target: timed(stream(target), args.runs) for target in (gateway, results)}
         with PeakMemory(stack.pid("gateway")) as memory:
             stream(gateway)()
-    gateway_unary, direct_unary = (statistics.median(unary[t]) for t in (gateway, warehouses))
+    gateway_unary, direct_unary, relay_unary = (
+        statistics.median(unary[t]) for t in (gateway, warehouses, relay)
+    )
     print()
     print(f"result: {table.num_rows:,} rows, {table.nbytes / MIB:,.0f} MiB in Arrow")
     print(f"(a) GetWarehouse through the gateway (median)  {gateway_unary * 1000:>8.2f} ms")
     print(f"    GetWarehouse straight (median)             {direct_unary * 1000:>8.2f} ms")
+    print(f"    GetWarehouse through a bare relay (median) {relay_unary * 1000:>8.2f} ms")
     print(f"    gateway / direct = {gateway_unary / direct_unary:5.2f}")
+    print(
+        f"    added: gateway {(gateway_unary - direct_unary) * 1000:.2f} ms, "
+        f"bare relay {(relay_unary - direct_unary) * 1000:.2f} ms"
+    )
     print(f"(b) stream through the gateway (median)        {streamed[gateway]:>8.2f} s")
     print(f"    stream straight (median)                   {streamed[results]:>8.2f} s")
     print(f"    gateway / direct = {streamed[gateway] / streamed[results]:5.2f}")
