@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,6 +39,7 @@ from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from texera.lake.v1 import (
+    execution_pb2,
     warehouse_pb2,
     workflow_pb2,
 )
@@ -118,33 +120,58 @@ def run_upstream(
     return time.perf_counter() - started, len(table.snapshots())
 
 
+@dataclass(frozen=True)
+class WriteTimes:
+    """Seconds to write the same plan through the unit (ours) and as plain Parquet (floor)."""
+
+    rows: int
+    ours: list[float]
+    floor: list[float]
+    final: execution_pb2.Execution
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ours) / statistics.median(self.floor)
+
+
+def write_times(
+    stack: Stack, grant: BucketGrant, warehouse_id: str, rows: int, runs: int
+) -> WriteTimes:
+    """(a) and (b), alternately, runs times each after one warm-up of each."""
+    flow = plan(rows)
+    spark = start_spark(ComputingUnitSettings(spark_master="local[*]"))
+    try:
+        run_execution(stack, warehouse_id, flow)
+        run_floor(spark, grant, flow, rows)
+        ours, floor = [], []
+        final = None
+        for run in range(runs):
+            elapsed, final = run_execution(stack, warehouse_id, flow)
+            ours.append(elapsed)
+            floor.append(run_floor(spark, grant, flow, rows))
+            print(f"  run {run + 1}: ours {ours[-1]:.1f} s, floor {floor[-1]:.1f} s", flush=True)
+    finally:
+        spark.stop()
+    assert final is not None
+    return WriteTimes(rows, ours, floor, final)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--slice-rows", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    flow = plan(args.rows)
     with (
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
     ):
         grant = stack.provision_bucket(USER)
         warehouse = create_warehouse(stack, grant)
-        spark = start_spark(ComputingUnitSettings(spark_master="local[*]"))
         print(f"warming up with {args.rows:,} rows ...", flush=True)
-        run_execution(stack, warehouse.warehouse_id, flow)
-        run_floor(spark, grant, flow, args.rows)
-        ours, floor = [], []
-        final = None
-        for run in range(args.runs):
-            elapsed, final = run_execution(stack, warehouse.warehouse_id, flow)
-            ours.append(elapsed)
-            floor.append(run_floor(spark, grant, flow, args.rows))
-            print(f"  run {run + 1}: ours {ours[-1]:.1f} s, floor {floor[-1]:.1f} s", flush=True)
-        spark.stop()
-        assert final is not None
-        [output] = final.outputs
+        written = write_times(stack, grant, warehouse.warehouse_id, args.rows, args.runs)
+        ours, floor = written.ours, written.floor
+        [output] = written.final.outputs
         catalog = user_catalog(stack, warehouse, "check")
         table = catalog.load_table((output.namespace, output.table_name))
         assert output.row_count == args.rows

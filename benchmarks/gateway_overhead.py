@@ -1,7 +1,7 @@
 """Gateway overhead, measured in one run on the embedded stack.
 
   (a) a unary call (GetWarehouse) through the gateway vs straight to the warehouse service:
-      median latency of CALLS calls each, one after the other; and through a bare relay
+      median latency over two interleaved rounds of CALLS calls each; and through a bare relay
       (benchmarks.bare_relay: grpc.aio forwarding bytes, nothing else), the floor for any
       relay written in Python;
   (b) a result of about 1 GiB in Arrow (ROWS rows: a long and a 200-character string)
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import grpc
 import pyarrow as pa
@@ -82,6 +83,91 @@ def bare_relay(backend: str) -> Iterator[str]:
             relay.terminate()
 
 
+@dataclass(frozen=True)
+class UnaryLatency:
+    """Median GetWarehouse latencies, in seconds."""
+
+    gateway: float
+    direct: float
+    bare_relay: float
+
+
+@dataclass(frozen=True)
+class StreamTimes:
+    """Median times to read one result whole, in seconds, and the gateway's memory."""
+
+    rows: int
+    arrow_bytes: int
+    gateway: float
+    direct: float
+    memory: PeakMemory
+
+
+def unary_latency(stack: Stack, warehouse_id: str, calls: int) -> UnaryLatency:
+    """GetWarehouse through the gateway, straight and through a bare relay, interleaved."""
+    gateway, direct = stack.target("gateway"), stack.target("warehouse-service")
+    caller = {gateway: metadata(stack, "gateway"), direct: metadata(stack, "warehouse-service")}
+    request = warehouse_service_pb2.GetWarehouseRequest(warehouse_id=warehouse_id)
+
+    def get_warehouse(target: str) -> Callable[[], object]:
+        stub = warehouse_service_pb2_grpc.WarehouseServiceStub(grpc.insecure_channel(target))
+        return lambda: stub.GetWarehouse(request, metadata=caller[target], timeout=30)
+
+    with bare_relay(direct) as relay:
+        caller[relay] = caller[direct]
+        times: dict[str, list[float]] = {gateway: [], direct: [], relay: []}
+        for target in (gateway, direct, relay) * 2:  # interleaved, against drift
+            times[target] += latencies(get_warehouse(target), calls)
+    return UnaryLatency(*(statistics.median(times[t]) for t in (gateway, direct, relay)))
+
+
+def stream_times(stack: Stack, warehouse_id: str, rows: int, runs: int) -> StreamTimes:
+    """Writes a result of rows wide rows, then reads it whole through the gateway and straight
+    from the result service (RUNS times each, after a warm-up), and once more through the
+    gateway while its memory is sampled."""
+    _, final = run_execution(stack, warehouse_id, plan(rows, WIDE_COLUMNS))
+    [output] = final.outputs
+    request = result_service_pb2.StreamResultRequest(
+        execution_id=final.execution_id, operator_id=output.operator_id
+    )
+
+    def stream(part: str) -> Callable[[], pa.Table]:
+        reader = ResultStream(grpc.insecure_channel(stack.target(part)))
+        caller = metadata(stack, part)
+        return lambda: reader.read_all(request, metadata=caller, timeout=600)
+
+    table = stream("result-service")()
+    streamed = {part: timed(stream(part), runs) for part in ("gateway", "result-service")}
+    with PeakMemory(stack.pid("gateway")) as memory:
+        stream("gateway")()
+    return StreamTimes(
+        table.num_rows, table.nbytes, streamed["gateway"], streamed["result-service"], memory
+    )
+
+
+def report(unary: UnaryLatency, streams: StreamTimes) -> None:
+    print(f"(a) GetWarehouse through the gateway (median)  {unary.gateway * 1000:>8.2f} ms")
+    print(f"    GetWarehouse straight (median)             {unary.direct * 1000:>8.2f} ms")
+    print(f"    GetWarehouse through a bare relay (median) {unary.bare_relay * 1000:>8.2f} ms")
+    print(f"    gateway / direct = {unary.gateway / unary.direct:5.2f}")
+    print(
+        f"    added: gateway {(unary.gateway - unary.direct) * 1000:.2f} ms, "
+        f"bare relay {(unary.bare_relay - unary.direct) * 1000:.2f} ms"
+    )
+    print(
+        f"(b) a result of {streams.rows:,} rows, {streams.arrow_bytes / MIB:,.0f} MiB in Arrow, "
+        "streamed whole"
+    )
+    print(f"    through the gateway (median)               {streams.gateway:>8.2f} s")
+    print(f"    straight (median)                          {streams.direct:>8.2f} s")
+    print(f"    gateway / direct = {streams.gateway / streams.direct:5.2f}")
+    memory = streams.memory
+    print(
+        f"    gateway memory while relaying it: {memory.before / MIB:,.0f} MiB before, "
+        f"{memory.peak / MIB:,.0f} MiB at peak (+{(memory.peak - memory.before) / MIB:,.0f} MiB)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
@@ -92,63 +178,13 @@ def main() -> None:
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True, service_env=UNLIMITED) as stack,
     ):
-        calls = {
-            stack.target(part): metadata(stack, part)
-            for part in ("gateway", "warehouse-service", "result-service")
-        }
         warehouse = create_warehouse(stack, stack.provision_bucket(USER))
-        print(f"writing {args.rows:,} rows ...", flush=True)
-        _, final = run_execution(stack, warehouse.warehouse_id, plan(args.rows, WIDE_COLUMNS))
-        [output] = final.outputs
-
-        def get_warehouse(target: str) -> Callable[[], object]:
-            stub = warehouse_service_pb2_grpc.WarehouseServiceStub(grpc.insecure_channel(target))
-            request = warehouse_service_pb2.GetWarehouseRequest(warehouse_id=warehouse.warehouse_id)
-            return lambda: stub.GetWarehouse(request, metadata=calls[target], timeout=30)
-
-        def stream(target: str) -> Callable[[], pa.Table]:
-            reader = ResultStream(grpc.insecure_channel(target))
-            request = result_service_pb2.StreamResultRequest(
-                execution_id=final.execution_id, operator_id=output.operator_id
-            )
-            return lambda: reader.read_all(request, metadata=calls[target], timeout=600)
-
         print("measuring ...", flush=True)
-        gateway, warehouses, results = (
-            stack.target("gateway"),
-            stack.target("warehouse-service"),
-            stack.target("result-service"),
-        )
-        with bare_relay(warehouses) as relay:
-            calls[relay] = calls[warehouses]
-            unary: dict[str, list[float]] = {gateway: [], warehouses: [], relay: []}
-            for target in (gateway, warehouses, relay) * 2:  # interleaved, against drift
-                unary[target] += latencies(get_warehouse(target), args.calls)
-        table = stream(results)()
-        streamed = {target: timed(stream(target), args.runs) for target in (gateway, results)}
-        with PeakMemory(stack.pid("gateway")) as memory:
-            stream(gateway)()
-    gateway_unary, direct_unary, relay_unary = (
-        statistics.median(unary[t]) for t in (gateway, warehouses, relay)
-    )
+        unary = unary_latency(stack, warehouse.warehouse_id, args.calls)
+        print(f"writing {args.rows:,} rows, then streaming them ...", flush=True)
+        streams = stream_times(stack, warehouse.warehouse_id, args.rows, args.runs)
     print()
-    print(f"result: {table.num_rows:,} rows, {table.nbytes / MIB:,.0f} MiB in Arrow")
-    print(f"(a) GetWarehouse through the gateway (median)  {gateway_unary * 1000:>8.2f} ms")
-    print(f"    GetWarehouse straight (median)             {direct_unary * 1000:>8.2f} ms")
-    print(f"    GetWarehouse through a bare relay (median) {relay_unary * 1000:>8.2f} ms")
-    print(f"    gateway / direct = {gateway_unary / direct_unary:5.2f}")
-    print(
-        f"    added: gateway {(gateway_unary - direct_unary) * 1000:.2f} ms, "
-        f"bare relay {(relay_unary - direct_unary) * 1000:.2f} ms"
-    )
-    print(f"(b) stream through the gateway (median)        {streamed[gateway]:>8.2f} s")
-    print(f"    stream straight (median)                   {streamed[results]:>8.2f} s")
-    print(f"    gateway / direct = {streamed[gateway] / streamed[results]:5.2f}")
-    growth = (memory.peak - memory.before) / MIB
-    print(
-        f"gateway memory while relaying it: {memory.before / MIB:,.0f} MiB before, "
-        f"{memory.peak / MIB:,.0f} MiB at peak (+{growth:,.0f} MiB)"
-    )
+    report(unary, streams)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
 
+from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
 from texera.lake.internal.v1 import registry_service_pb2
 
 
@@ -61,9 +62,12 @@ class CatalogFactory:
                 binding.catalog_warehouse,
                 uri=self.sql_warehouse.uri,
                 warehouse=self.sql_warehouse.warehouse_location,
+                **FILE_IO_PROPERTIES,
                 **self.sql_warehouse.file_io_properties,
             )
-        properties = {"header.x-project-id": binding.project_id} if binding.project_id else {}
+        properties = dict(FILE_IO_PROPERTIES)
+        if binding.project_id:
+            properties["header.x-project-id"] = binding.project_id
         if binding.catalog_token:
             properties[TOKEN] = binding.catalog_token
         catalog = RestCatalog(

@@ -24,6 +24,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
+from lake_tables.pyiceberg_arrow import SmallWritesFileIO
+
 EXPIRES_AT = "s3.session-token-expires-at-ms"
 #: Credentials are renewed once less than this is left of them (or half their lifetime).
 RENEW_MARGIN_SECONDS = 300.0
@@ -125,7 +127,7 @@ class RenewingFileIO:
         self.term = CredentialTerm.of(
             self._properties, time.time() if vended_at is None else vended_at, refresh is not None
         )
-        self._io = PyArrowFileIO(self._properties)
+        self._io: PyArrowFileIO = SmallWritesFileIO(self._properties)
 
     @classmethod
     def of(cls, catalog: Catalog, table: Table) -> RenewingFileIO:
@@ -139,7 +141,7 @@ class RenewingFileIO:
             fetched_at = time.time()
             self._properties.update(self._refresh.fetch(self._location))
             self.term = CredentialTerm.of(self._properties, fetched_at, renewable=True)
-            self._io = PyArrowFileIO(self._properties)
+            self._io = SmallWritesFileIO(self._properties)
         return self._io
 
     def filesystem(self, location: str) -> tuple[Any, str]:

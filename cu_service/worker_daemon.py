@@ -7,11 +7,17 @@ unit runs as root, an unprivileged OS user with a limit on its processes. A
 user's function then cannot read what only root can, signal or trace the unit,
 or take the machine's memory: an allocation over the limit fails in the worker.
 
-It imports nothing of the unit beyond this module: the daemon stays small.
+Once confined, it imports what the unit's tasks run (PRELOADED) and freezes the garbage
+collector's view of everything loaded so far, before the first fork. A reused Python worker
+runs a full collection after every task (pyspark's daemon does), and with pyarrow, pyiceberg
+and pydantic loaded that walks some 180,000 objects, about 0.1 s of CPU a task; frozen, it
+walks only what the task left. Workers also start with their imports done.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 import os
 import resource
@@ -19,6 +25,14 @@ from dataclasses import asdict, dataclass
 
 #: The environment variable that carries the confinement from the unit to the daemon.
 VARIABLE = "TEXERA_LAKE_WORKER_CONFINEMENT"
+#: What the unit's tasks import: the writer's, users' functions' and table sources' code, and
+#: pyspark's Arrow serializers.
+PRELOADED = (
+    "pyspark.sql.pandas.serializers",
+    "cu_service.writer.output",
+    "cu_service.workflow.udf",
+    "cu_service.workflow.iceberg_source",
+)
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,18 @@ def _lower(kind: int, value: int) -> None:
     resource.setrlimit(kind, (limit, limit))
 
 
+def preload() -> None:
+    """Imports PRELOADED and takes every object there is out of the collector's view."""
+    for module in PRELOADED:
+        importlib.import_module(module)
+    gc.freeze()
+
+
 def main() -> None:
     Confinement.decode(os.environ.pop(VARIABLE)).apply()
     from pyspark.daemon import manager  # noqa: PLC0415 - only once confined
 
+    preload()
     manager()
 
 

@@ -3,6 +3,10 @@ the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) nee
 against PYICEBERG_VERSION (a unit test fails when the installed version moves, so these are
 looked at again).
 
+SmallWritesFileIO is pyiceberg's Arrow FileIO with pyarrow's delayed open on S3, so a small
+file is one request instead of three; catalogs get it through pyiceberg's `py-io-impl` property
+(FILE_IO_PROPERTIES).
+
 project() is pyiceberg's projection of a record batch onto an Iceberg schema (columns matched
 by field id, renamed, cast to the Iceberg types, field ids attached), with one fix: pyiceberg
 rebuilds a list or map whose values are structs from its offsets alone, so a null one comes out
@@ -17,9 +21,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyiceberg.io import FileIO
+from pyarrow.fs import FileSystem
+from pyiceberg.io import PY_IO_IMPL, FileIO
 from pyiceberg.io.pyarrow import (
     ONE_MEGABYTE,
+    PyArrowFileIO,
     _combine_positional_deletes,
     _get_column_projection_values,
     _get_file_format,
@@ -35,6 +41,25 @@ from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 #: The pyiceberg release these helpers were checked against.
 PYICEBERG_VERSION = "0.12.0"
+
+
+class SmallWritesFileIO(PyArrowFileIO):
+    """PyArrowFileIO whose S3 file systems open files for writing lazily (pyarrow's
+    allow_delayed_open). pyarrow otherwise starts a multipart upload when a file is opened,
+    then uploads the part and completes the upload: three requests for a manifest, a metadata
+    file or a small data file, where a file written whole before it is closed needs one
+    PutObject. A failure to write is then seen at close at the latest, which every writer here
+    waits for."""
+
+    def _initialize_s3_fs(self, netloc: str | None) -> FileSystem:
+        made = super()._initialize_s3_fs(netloc)
+        rebuild, (options,) = made.__reduce__()
+        rebuilt: FileSystem = rebuild({**options, "allow_delayed_open": True})
+        return rebuilt
+
+
+#: The catalog properties that make pyiceberg use SmallWritesFileIO for the tables it loads.
+FILE_IO_PROPERTIES = {PY_IO_IMPL: f"{SmallWritesFileIO.__module__}.{SmallWritesFileIO.__name__}"}
 
 column_projection_values = _get_column_projection_values
 parquet_writer_options = _get_parquet_writer_kwargs

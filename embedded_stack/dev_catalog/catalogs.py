@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.io import FileIO
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -27,6 +30,7 @@ from embedded_stack.dev_catalog.storage import (
     sts_client,
 )
 from embedded_stack.dev_catalog.store import WarehouseRecord
+from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
 from service_runtime.endpoint_guard import EndpointGuard
 
 if TYPE_CHECKING:
@@ -40,6 +44,13 @@ class _SharedEngineSqlCatalog(SqlCatalog):
         MetastoreCatalog.__init__(self, name, **properties)
         self.engine = engine
         self._schema_version = "v1"
+
+    @staticmethod
+    def _write_metadata(metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:
+        """Writes without asking first whether the file exists: pyiceberg names every metadata
+        file anew (a version and a UUID), and on S3 the question is a HEAD and, for a file
+        that is not there, a LIST of the table's folder."""
+        ToOutputFile.table_metadata(metadata, io.new_output(metadata_path), overwrite=True)
 
     def table_exists(self, identifier: str | Identifier) -> bool:
         """Asks the database alone; pyiceberg's loads the table's metadata file too."""
@@ -59,6 +70,7 @@ def _file_io_properties(
 ) -> dict[str, str]:
     profile = record.profile
     properties = {
+        **FILE_IO_PROPERTIES,
         "warehouse": profile.location,
         "s3.access-key-id": credential.access_key_id,
         "s3.secret-access-key": credential.secret_access_key,

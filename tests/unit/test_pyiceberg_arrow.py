@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg import __version__ as pyiceberg_version
+from pyiceberg.io import load_file_io
 from pyiceberg.io.fileformat import FileFormatFactory
 from pyiceberg.io.pyarrow import (
     _ConvertToIcebergWithoutIDs,
@@ -19,7 +20,12 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 
-from lake_tables.pyiceberg_arrow import PYICEBERG_VERSION, project
+from lake_tables.pyiceberg_arrow import (
+    FILE_IO_PROPERTIES,
+    PYICEBERG_VERSION,
+    SmallWritesFileIO,
+    project,
+)
 
 POINT = pa.struct([("x", pa.int32()), ("label", pa.string())])
 ROWS = pa.table(
@@ -93,3 +99,21 @@ def test_reading_keeps_every_null_of_a_projection() -> None:
     projected = project(wanted, schema, batch)
     assert projected.schema.names == ["points", "nest"]  # in the table's order
     assert projected.to_pylist() == batch.select(["points", "nest"]).to_pylist()
+
+
+def test_catalogs_given_the_properties_write_small_s3_files_in_one_request() -> None:
+    """The file system keeps everything pyiceberg set and opens files for writing lazily."""
+    properties = {
+        "s3.endpoint": "http://127.0.0.1:9",
+        "s3.access-key-id": "AKIAEXAMPLE",
+        "s3.secret-access-key": "secret",
+        "s3.region": "eu-west-1",
+    }
+    io = load_file_io({**FILE_IO_PROPERTIES, **properties}, "s3://bucket/table")
+    assert isinstance(io, SmallWritesFileIO)
+    filesystem = io.fs_by_scheme("s3", "bucket")
+    _, (options,) = filesystem.__reduce__()
+    assert options["allow_delayed_open"] is True
+    assert options["region"] == "eu-west-1"
+    assert options["access_key"] == "AKIAEXAMPLE"
+    assert options["endpoint_override"] == "http://127.0.0.1:9"

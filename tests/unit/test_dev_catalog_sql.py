@@ -1,0 +1,56 @@
+"""The development catalog's SqlCatalog, on SQLite and local files: what it changes of
+pyiceberg's, which fails here once pyiceberg moves what it relies on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.io.pyarrow import PyArrowFile
+from sqlalchemy import create_engine
+
+from embedded_stack.dev_catalog.catalogs import _SharedEngineSqlCatalog
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> _SharedEngineSqlCatalog:
+    made = _SharedEngineSqlCatalog(
+        "w1", create_engine(f"sqlite:///{tmp_path}/catalog.db"), warehouse=f"file://{tmp_path}"
+    )
+    made.create_tables()
+    made.create_namespace("results")
+    return made
+
+
+def test_metadata_files_are_written_without_asking_whether_they_exist(
+    catalog: _SharedEngineSqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    exists = PyArrowFile.exists
+
+    def counting(self: PyArrowFile) -> bool:
+        asked.append(self.location)
+        return exists(self)
+
+    monkeypatch.setattr(PyArrowFile, "exists", counting)
+    table = catalog.create_table(("results", "t"), schema=ROWS.schema)
+    table.append(ROWS)
+    assert [name for name in asked if name.endswith(".metadata.json")] == []
+    assert len(catalog.load_table(("results", "t")).metadata.metadata_log) == 1
+
+
+def test_whether_a_table_exists_is_asked_of_the_database(
+    catalog: _SharedEngineSqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog.create_table(("results", "t"), schema=ROWS.schema)
+
+    def unreadable(self: PyArrowFile) -> None:
+        raise AssertionError(f"{self.location} was read")
+
+    monkeypatch.setattr(PyArrowFile, "open", unreadable)
+    assert catalog.table_exists(("results", "t"))
+    assert not catalog.table_exists(("results", "other"))
+    assert not catalog.table_exists(("elsewhere", "t"))
