@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 
 from benchmarks.cu_write import write_times
 from benchmarks.gateway_overhead import report, stream_times, unary_latency
-from benchmarks.shared import UNLIMITED, USER, create_warehouse
+from benchmarks.shared import UNLIMITED, lake
 from benchmarks.small_workflow import SERVICE_ENV, small_latency
-from embedded_stack.settings import StackSettings
-from embedded_stack.stack import Stack
 
 
 def _verdict(met: bool) -> str:
@@ -43,27 +40,17 @@ def main() -> None:
     parser.add_argument("--write-rows", type=int, default=5_000_000)
     parser.add_argument("--write-runs", type=int, default=3)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(
-            StackSettings(state_dir=state), ephemeral_ports=True, service_env=SERVICE_ENV
-        ) as stack,
-    ):
-        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
+    with lake(SERVICE_ENV) as traced:
         print("1. the small workflow ...", flush=True)
-        small = small_latency(stack, warehouse.warehouse_id, args.runs, args.warmup)
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(StackSettings(state_dir=state), ephemeral_ports=True, service_env=UNLIMITED) as stack,
-    ):
-        grant = stack.provision_bucket(USER)
-        warehouse = create_warehouse(stack, grant)
+        small = small_latency(traced.stack, traced.warehouse.warehouse_id, args.runs, args.warmup)
+    with lake(UNLIMITED) as plain:
+        warehouse_id = plain.warehouse.warehouse_id
         print("2. the gateway ...", flush=True)
-        unary = unary_latency(stack, warehouse.warehouse_id, args.calls)
-        streams = stream_times(stack, warehouse.warehouse_id, args.stream_rows, 3)
+        unary = unary_latency(plain.stack, warehouse_id, args.calls)
+        streams = stream_times(plain.stack, warehouse_id, args.stream_rows, 3)
         print(f"3. writing {args.write_rows:,} rows ...", flush=True)
         written = write_times(
-            stack, grant, warehouse.warehouse_id, args.write_rows, args.write_runs
+            plain.stack, plain.grant, warehouse_id, args.write_rows, args.write_runs
         )
 
     print("\n1. the small workflow")

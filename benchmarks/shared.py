@@ -3,10 +3,13 @@ to measure time, CPU and memory."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import grpc
 import psutil
@@ -14,6 +17,7 @@ from google.protobuf import json_format
 from pyiceberg.catalog.rest import RestCatalog
 
 from embedded_stack.s3.endpoint import BucketGrant
+from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime.auth import bearer
@@ -75,6 +79,28 @@ def create_warehouse(stack: Stack, grant: BucketGrant) -> warehouse_pb2.Warehous
     return stub.CreateWarehouse(
         request, metadata=metadata(stack, "warehouse-service"), timeout=60
     ).warehouse
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A running embedded stack with one warehouse of USER, in a bucket of its own."""
+
+    stack: Stack
+    grant: BucketGrant
+    warehouse: warehouse_pb2.Warehouse
+
+
+@contextlib.contextmanager
+def lake(service_env: dict[str, str] | None = None) -> Iterator[Lake]:
+    """The embedded stack in a temporary folder, its services run with service_env."""
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Stack(
+            StackSettings(state_dir=state), ephemeral_ports=True, service_env=service_env
+        ) as stack,
+    ):
+        grant = stack.provision_bucket(USER)
+        yield Lake(stack, grant, create_warehouse(stack, grant))
 
 
 def run_execution(

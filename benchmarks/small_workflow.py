@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +29,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pyspark.sql import SparkSession
 
-from benchmarks.shared import UNLIMITED, USER, create_warehouse, metadata
+from benchmarks.shared import UNLIMITED, lake, metadata
 from benchmarks.traces import spans_of, tree_lines
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
-from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from service_runtime.tracing import JsonLinesExporter, trace_metadata
 from texera.lake.v1 import (
@@ -186,15 +184,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(
-            StackSettings(state_dir=state), ephemeral_ports=True, service_env=SERVICE_ENV
-        ) as stack,
-    ):
-        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
+    with lake(SERVICE_ENV) as traced:
         print(f"warming up ({args.warmup} runs of each) ...", flush=True)
-        measured = small_latency(stack, warehouse.warehouse_id, args.runs, args.warmup)
+        measured = small_latency(
+            traced.stack, traced.warehouse.warehouse_id, args.runs, args.warmup
+        )
     print()
     measured.report()
 
