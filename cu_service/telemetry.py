@@ -270,7 +270,13 @@ class Telemetry:
             ),
         )
         commits = {name: self._commit(name, *batch) for name, batch in last.items()}
-        in_parallel([commit.prepare for commit in commits.values()])
+        try:
+            in_parallel([commit.prepare for commit in commits.values()])
+        except Exception:  # telemetry never fails an execution: appended later, one step each
+            log.exception(
+                "could not prepare the last telemetry", extra={"execution_id": self.execution_id}
+            )
+            return partial(self._log_and_flush, message)
 
         def commit_all() -> None:
             made = in_parallel(

@@ -9,6 +9,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from cu_service.telemetry import OperatorStats, Telemetry
+from cu_service.writer.commit import PreparedCommit
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from service_runtime.retry import RetryPolicy
 
@@ -76,3 +77,25 @@ def test_after_a_failed_append_the_finish_appends_in_order(telemetry: Telemetry)
     commit = telemetry.finish("done")
     commit()
     assert _messages(telemetry) == ["done", "more", "working", "yet more"]
+
+
+def test_a_finish_that_cannot_prepare_leaves_it_to_appends_after_the_commit(
+    telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telemetry never fails an execution: what cannot be prepared is appended when the
+    returned call is made, the message with it."""
+    prepare = PreparedCommit.prepare
+    refused: list[int] = []
+
+    def refusing_once(commit: PreparedCommit) -> None:
+        if not refused:
+            refused.append(1)
+            raise ValueError("the catalog refused")
+        prepare(commit)
+
+    monkeypatch.setattr(PreparedCommit, "prepare", refusing_once)
+    commit = telemetry.finish("done")
+    assert _messages(telemetry) == []
+    commit()
+    assert _messages(telemetry) == ["done", "working"]
+    assert _states(telemetry) == ["RUNNING"]
