@@ -107,9 +107,14 @@ def arrow_table(messages: list[rs.StreamResultResponse]) -> pa.Table:
     return pa.ipc.open_stream(b"".join(m.arrow_ipc for m in messages)).read_all()
 
 
-def results_as(stack: Stack, user_id: str, part: str = "result-service") -> ResultClient:
+def results_as(
+    stack: Stack,
+    user_id: str,
+    part: str = "result-service",
+    channel_options: tuple[tuple[str, Any], ...] = (),
+) -> ResultClient:
     """ResultService of part (the result service, or the gateway) as user_id."""
-    channel = grpc.insecure_channel(stack.target(part))
+    channel = grpc.insecure_channel(stack.target(part), options=channel_options)
     return ResultClient(
         result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.token_for(part, user_id))
     )

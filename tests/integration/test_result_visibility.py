@@ -18,7 +18,13 @@ from lake_tables.naming import result_table
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import UnitClient, new_user, udf, workflow
 from tests.integration.mesh import reason_of, refused
-from tests.integration.results import ResultClient, arrow_table, first_commit, results_like
+from tests.integration.results import (
+    ResultClient,
+    arrow_table,
+    first_commit,
+    results_as,
+    results_like,
+)
 from texera.lake.v1 import execution_pb2, result_pb2
 
 pytestmark = pytest.mark.integration
@@ -29,6 +35,9 @@ VISIBILITY_RECHECK_SECONDS = 1.0
 #: messages that flow control holds back while the client waits.
 ROWS = 1_000_000
 STREAM_BATCH_ROWS = 500
+#: A channel whose flow-control window keeps its first size (gRPC grows it with the bandwidth
+#: it measures otherwise, far enough on loopback to take a whole result ahead of the reader).
+FIXED_WINDOW = (("grpc.http2.bdp_probe", 0),)
 
 
 def _two_outputs(second_code: str, rows: int) -> Any:
@@ -127,7 +136,8 @@ def test_failed_and_cancelled_executions_show_no_row_anywhere(stack: Stack) -> N
     # Cancelled after its first output was committed and read, with a page token in hand and
     # a stream begun.
     snapshot, page_token = _committed_while_running(unit, results, cancelled)
-    stream = results.open_stream(cancelled, "first", max_batch_rows=STREAM_BATCH_ROWS)
+    held_back = results_as(stack, unit.user_id, channel_options=FIXED_WINDOW)
+    stream = held_back.open_stream(cancelled, "first", max_batch_rows=STREAM_BATCH_ROWS)
     streamed = [next(stream), next(stream)]  # the schema and a first batch
     unit.cancel(cancelled, "enough")
     ended = unit.finish(cancelled, timeout=120)
