@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,14 +28,13 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 from pyspark.sql import SparkSession
 
-from benchmarks.shared import USER, create_warehouse, plan, run_execution, user_catalog
+from benchmarks.shared import lake, plan, run_execution, user_catalog
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
 from cu_service.workflow.file_roots import FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.s3.endpoint import BucketGrant
-from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from texera.lake.v1 import (
     execution_pb2,
@@ -162,12 +160,8 @@ def main() -> None:
     parser.add_argument("--slice-rows", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
-    ):
-        grant = stack.provision_bucket(USER)
-        warehouse = create_warehouse(stack, grant)
+    with lake() as running:
+        stack, grant, warehouse = running.stack, running.grant, running.warehouse
         print(f"warming up with {args.rows:,} rows ...", flush=True)
         written = write_times(stack, grant, warehouse.warehouse_id, args.rows, args.runs)
         ours, floor = written.ours, written.floor

@@ -22,7 +22,6 @@ import contextlib
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,15 +31,13 @@ import pyarrow as pa
 
 from benchmarks.shared import (
     UNLIMITED,
-    USER,
     PeakMemory,
-    create_warehouse,
+    lake,
     metadata,
     plan,
     run_execution,
     timed,
 )
-from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
 from service_runtime.ports import free_port
@@ -174,15 +171,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as state,
-        Stack(StackSettings(state_dir=state), ephemeral_ports=True, service_env=UNLIMITED) as stack,
-    ):
-        warehouse = create_warehouse(stack, stack.provision_bucket(USER))
+    with lake(UNLIMITED) as measured:
+        stack, warehouse_id = measured.stack, measured.warehouse.warehouse_id
         print("measuring ...", flush=True)
-        unary = unary_latency(stack, warehouse.warehouse_id, args.calls)
+        unary = unary_latency(stack, warehouse_id, args.calls)
         print(f"writing {args.rows:,} rows, then streaming them ...", flush=True)
-        streams = stream_times(stack, warehouse.warehouse_id, args.rows, args.runs)
+        streams = stream_times(stack, warehouse_id, args.rows, args.runs)
     print()
     report(unary, streams)
 

@@ -196,8 +196,7 @@ class ExecutionRun:
                     operator_id, self.compiled.frames[operator_id], output, tables[operator_id]
                 )
                 if last is not None and operator_id != materialized[-1]:
-                    last.prepare()
-                    last.commit()
+                    last.make()
                     last = None
             for involved in self._lineage(operator_id):
                 self.telemetry.stats[involved].end("COMPLETED")

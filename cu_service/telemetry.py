@@ -222,9 +222,7 @@ class Telemetry:
         }
 
     def _append(self, namespace: str, sequence: int, rows: pa.Table) -> None:
-        commit = self._commit(namespace, sequence, rows)
-        commit.prepare()
-        commit.commit()
+        self._commit(namespace, sequence, rows).make()
 
     def _commit(self, namespace: str, sequence: int, rows: pa.Table) -> PreparedCommit:
         fresh = self._fresh.pop(namespace, None)

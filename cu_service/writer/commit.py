@@ -140,6 +140,11 @@ class PreparedCommit:
                 raise
             log.info("could not prepare a commit; it is made in one step", exc_info=exc)
 
+    def make(self) -> Table:
+        """Both steps, one after the other; the table after the commit."""
+        self.prepare()
+        return self.commit()
+
     def commit(self) -> Table:
         """Returns the table after the commit."""
         if self._landed is not None:

@@ -168,9 +168,7 @@ class OutputWriter:
             pending_bytes = sum(int(d["file_size_in_bytes"]) for d in pending)
             due = time.monotonic() - last_commit >= self._policy.commit_interval_seconds
             if pending and (due or pending_bytes >= self._policy.commit_max_bytes):
-                commit = self._output_commit(identifier, pending, output, fresh)
-                commit.prepare()
-                commit.commit()
+                self._output_commit(identifier, pending, output, fresh).make()
                 pending, last_commit = [], time.monotonic()
         return self._output_commit(identifier, pending, output, fresh) if pending else None
 
@@ -206,6 +204,11 @@ class OutputCommit:
             "prepare commit", attributes={"files": len(self.entries)}
         ):
             self.prepared.prepare()
+
+    def make(self) -> None:
+        """Both steps, one after the other."""
+        self.prepare()
+        self.commit()
 
     def commit(self) -> None:
         with tracer.start_as_current_span("commit", attributes={"files": len(self.entries)}):
