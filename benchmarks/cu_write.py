@@ -9,7 +9,9 @@
       to ROWS (the per-commit cost grows as the table's metadata grows, so this flatters it).
 
 (a) and (b) run RUNS times each, alternating, after one untimed warm-up of each; medians are
-reported. Targets: (a) <= 1.5 x (b), and (c) / (a) >= 20.
+reported. Both get the same Spark: the unit is made with this machine's cores and
+UNIT_MEMORY_MIB (UNIT_ENV), and the floor's session has as many cores and as much driver
+memory. Targets: (a) <= 1.5 x (b), and (c) / (a) >= 20.
 
 Run: .venv/bin/python -m benchmarks.cu_write [--rows N] [--slice-rows N] [--runs N]
 """
@@ -17,6 +19,7 @@ Run: .venv/bin/python -m benchmarks.cu_write [--rows N] [--slice-rows N] [--runs
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import uuid
@@ -43,6 +46,13 @@ from texera.lake.v1 import (
 )
 
 UPSTREAM_BATCH = 4096
+UNIT_CORES = os.cpu_count() or 1
+UNIT_MEMORY_MIB = 2048
+#: The registry's settings that size the unit measured in (a), as the floor's session is sized.
+UNIT_ENV = {
+    "TEXERA_LAKE_WAREHOUSE_UNIT_DEFAULT_CORES": str(UNIT_CORES),
+    "TEXERA_LAKE_WAREHOUSE_UNIT_DEFAULT_MEMORY_MIB": str(UNIT_MEMORY_MIB),
+}
 
 
 def write_plain_parquet(
@@ -135,9 +145,14 @@ class WriteTimes:
 def write_times(
     stack: Stack, grant: BucketGrant, warehouse_id: str, rows: int, runs: int
 ) -> WriteTimes:
-    """(a) and (b), alternately, runs times each after one warm-up of each."""
+    """(a) and (b), alternately, runs times each after one warm-up of each; the stack's units
+    must be sized by UNIT_ENV."""
     flow = plan(rows)
-    spark = start_spark(ComputingUnitSettings(spark_master="local[*]"))
+    spark = start_spark(
+        ComputingUnitSettings(
+            spark_master=f"local[{UNIT_CORES}]", spark_driver_memory=f"{UNIT_MEMORY_MIB}m"
+        )
+    )
     try:
         run_execution(stack, warehouse_id, flow)
         run_floor(spark, grant, flow, rows)
@@ -160,7 +175,7 @@ def main() -> None:
     parser.add_argument("--slice-rows", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with lake() as running:
+    with lake(UNIT_ENV) as running:
         stack, grant, warehouse = running.stack, running.grant, running.warehouse
         print(f"warming up with {args.rows:,} rows ...", flush=True)
         written = write_times(stack, grant, warehouse.warehouse_id, args.rows, args.runs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from benchmarks.cu_write import write_times
+from benchmarks.cu_write import UNIT_ENV, write_times
 from benchmarks.gateway_overhead import report, stream_times, unary_latency
 from benchmarks.shared import UNLIMITED, lake
 from benchmarks.small_workflow import SERVICE_ENV, small_latency
@@ -43,7 +43,7 @@ def main() -> None:
     with lake(SERVICE_ENV) as traced:
         print("1. the small workflow ...", flush=True)
         small = small_latency(traced.stack, traced.warehouse.warehouse_id, args.runs, args.warmup)
-    with lake(UNLIMITED) as plain:
+    with lake({**UNLIMITED, **UNIT_ENV}) as plain:
         warehouse_id = plain.warehouse.warehouse_id
         print("2. the gateway ...", flush=True)
         unary = unary_latency(plain.stack, warehouse_id, args.calls)

@@ -159,6 +159,29 @@ def cpu_seconds(action: Callable[[], object], *pids: int) -> list[float]:
     return [after - earlier for after, earlier in zip(used(), before, strict=True)]
 
 
+def settled(quiet_share: float = 0.05, window: float = 2.0, longest: float = 300.0) -> float:
+    """Waits until the processes this one started (the stack, its units) use, together, less
+    than quiet_share of one core over window seconds: a new unit has warmed up
+    (TEXERA_LAKE_CU_WARM_UP_JOBS) and its JVM has compiled what it was compiling. Returns the
+    seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < longest:
+        processes = psutil.Process().children(recursive=True)
+        before = [_cpu(p) for p in processes]
+        time.sleep(window)
+        used = sum(_cpu(p) - earlier for p, earlier in zip(processes, before, strict=True))
+        if used < quiet_share * window:
+            break
+    return time.monotonic() - started
+
+
+def _cpu(process: psutil.Process) -> float:
+    try:
+        return sum(process.cpu_times()[:4])  # its own and its ended children's
+    except psutil.Error:  # it ended meanwhile
+        return 0.0
+
+
 class PeakMemory:
     """Samples a process's resident memory every 10 ms while in use."""
 

@@ -17,6 +17,7 @@ from cu_service.registry import RegistryClient
 from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
+from cu_service.warm_up import WarmUp
 from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 
@@ -62,6 +63,9 @@ def build() -> ServiceProcess:
         )
         heartbeat.start()
         closers.append(heartbeat.stop)
+        warm_up = WarmUp(spark, manager.activity, settings.warm_up_jobs)
+        warm_up.start()
+        closers.append(warm_up.stop)
         background.append(asyncio.create_task(_every(1.0, manager.sample_progress)))
 
     async def stop() -> None:

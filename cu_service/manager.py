@@ -145,6 +145,7 @@ class ExecutionManager:
         self._settings = settings
         self._file_roots = settings.file_roots
         self._executions: dict[str, LocalExecution] = {}
+        self._submitted = 0
         #: One FAIR scheduler pool per run slot: running executions share the task slots.
         self._pools: asyncio.Queue[str] = asyncio.Queue()
         for slot in range(settings.capacity):
@@ -178,6 +179,10 @@ class ExecutionManager:
         executions = list(self._executions.values())  # one step under the GIL
         states = [e.execution.state for e in executions]
         return states.count(EX.EXECUTION_STATE_RUNNING), states.count(EX.EXECUTION_STATE_QUEUED)
+
+    def activity(self) -> tuple[int, int, int]:
+        """(running, queued, ever submitted) executions; safe to call from any thread."""
+        return (*self.counts(), self._submitted)
 
     # Submission ---------------------------------------------------------------------
 
@@ -228,6 +233,7 @@ class ExecutionManager:
         prepared = Prepared(session=session, catalog=catalog, compiled=compiled, console=console)
         self._forget_old()
         self._executions[execution_id] = local
+        self._submitted += 1
         local.tasks += [
             beyond_the_call(self._run(local, prepared)),
             beyond_the_call(self._sync(local)),

@@ -55,6 +55,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
     capacity: int = setting(
         "CAPACITY", 2, "Executions run at once; more wait, queued in order.", scoped=True
     )
+    warm_up_jobs: int = setting(
+        "WARM_UP_JOBS",
+        60,
+        "Small jobs a new unit runs while no execution is queued or running, so that the "
+        "JVM has compiled Spark's busiest code before users' workflows need it; 0 for none.",
+        scoped=True,
+    )
     target_file_size_bytes: int = setting(
         "TARGET_FILE_SIZE_BYTES",
         128 * 1024 * 1024,
@@ -174,6 +181,8 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError("TEXERA_LAKE_CU_TARGET_FILE_SIZE_BYTES must be at least 1 MiB")
         if self.commit_retry_seconds < 0:
             raise ConfigError(f"{self.variable_of('commit_retry_seconds')} must be 0 or more")
+        if self.warm_up_jobs < 0:
+            raise ConfigError(f"{self.variable_of('warm_up_jobs')} must be 0 or more")
         if self.worker_memory_bytes < 256 * 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
         for name in (

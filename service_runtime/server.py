@@ -24,6 +24,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from service_runtime import auth, metrics, tracing, wire
+from service_runtime.allocator import keep_freed_memory
 from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
@@ -205,6 +206,7 @@ async def serve(process: ServiceProcess, *, traced: bool) -> None:
 def run_service(name: str, build: Callable[[], ServiceProcess]) -> None:
     """Entry point of a service's console script: configures logging, builds, serves."""
     configure_logging(name)
+    keep_freed_memory()
     try:
         process = build()
         process.settings.validate()

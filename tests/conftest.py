@@ -42,6 +42,8 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_WAREHOUSE_USAGE_INTERVAL_SECONDS": "1",
     # Units' JVMs compile with C1 only: the tests' jobs are short, and many units start.
     "TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
+    # Nor do they warm up (test_warm_up does): many start, and they share the tests' cores.
+    "TEXERA_LAKE_CU_WARM_UP_JOBS": "0",
     # A catalog that keeps failing fails its executions within seconds, not minutes.
     "TEXERA_LAKE_CU_COMMIT_RETRY_SECONDS": "5",
 }

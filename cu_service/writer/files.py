@@ -43,7 +43,7 @@ from lake_tables.pyiceberg_arrow import parquet_writer_options, project
 
 #: The schema of what write_partition yields: one pickled file description per row.
 FILES_SCHEMA = "file binary"
-_FILES_ARROW = pa.schema([("file", pa.binary())])
+FILES_ARROW = pa.schema([("file", pa.binary())])
 _PARQUET = FileFormatFactory.get(FileFormat.PARQUET)
 
 
@@ -183,4 +183,4 @@ def _write_partition(
     flush()
     writer.close_file()
     for described in writer.files:
-        yield pa.RecordBatch.from_pydict({"file": [pickle.dumps(described)]}, schema=_FILES_ARROW)
+        yield pa.RecordBatch.from_pydict({"file": [pickle.dumps(described)]}, schema=FILES_ARROW)

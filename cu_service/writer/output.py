@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
@@ -70,6 +71,21 @@ class WrittenOutput:
 
 def _file_bytes(rows: Iterable[Row]) -> list[bytes]:
     return [bytes(row.file) for row in rows]
+
+
+class WriteJob:
+    """A DataFrame's partitions, each given to write (a mapInArrow function yielding
+    FILES_SCHEMA rows, one per file it wrote) in a Spark task; run() runs some of them as one
+    Spark job and returns what their tasks yielded."""
+
+    def __init__(self, frame: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Any]) -> None:
+        self._rdd = frame.mapInArrow(write, FILES_SCHEMA).rdd
+        self._context = frame.sparkSession.sparkContext
+        self.partitions: int = self._rdd.getNumPartitions()
+
+    def run(self, partitions: Iterable[int]) -> list[bytes]:
+        written: list[bytes] = self._context.runJob(self._rdd, _file_bytes, list(partitions))
+        return written
 
 
 class OutputWriter:
@@ -141,20 +157,17 @@ class OutputWriter:
             target_file_size=self._policy.target_file_size,
             max_bytes=self._policy.max_result_bytes - self._written,
         )
-        rdd = frame.mapInArrow(partial(write_partition, spec), FILES_SCHEMA).rdd
-        context = frame.sparkSession.sparkContext
-        partitions = rdd.getNumPartitions()
+        job = WriteJob(frame, partial(write_partition, spec))
+        partitions = job.partitions
         # Several partitions per slot: a slow task idles fewer slots than in a wave of one each.
-        wave = max(1, context.defaultParallelism) * 4
+        wave = max(1, frame.sparkSession.sparkContext.defaultParallelism) * 4
         pending: list[dict[str, Any]] = []
         last_commit = time.monotonic()
         fresh = FreshTable(table, self._policy.commit_interval_seconds)
         for start in range(0, partitions, wave):
             self._check_cancelled()
             with tracer.start_as_current_span("spark job", attributes={"partitions.first": start}):
-                written = context.runJob(
-                    rdd, _file_bytes, list(range(start, min(start + wave, partitions)))
-                )
+                written = job.run(range(start, min(start + wave, partitions)))
             described = [pickle.loads(entry) for entry in written]  # noqa: S301 - our own tasks' output
             pending += described
             output.rows += sum(int(d["record_count"]) for d in described)

@@ -1,0 +1,93 @@
+"""A unit's warm-up, on a real SparkSession: it runs its jobs only while the unit has nothing
+to do, in a job group of its own, and stops when told."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cu_service.warm_up import WarmUp
+from tests.integration.compile import local_spark
+
+pytestmark = pytest.mark.integration
+
+QUIET = 0.2
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+class Activity:
+    """What a unit's manager would say: (running, queued, ever submitted)."""
+
+    def __init__(self, running: int = 0, submitted: int = 0) -> None:
+        self.running, self.submitted = running, submitted
+        self._lock = threading.Lock()
+
+    def __call__(self) -> tuple[int, int, int]:
+        with self._lock:
+            return self.running, 0, self.submitted
+
+    def set(self, running: int, submitted: int) -> None:
+        with self._lock:
+            self.running, self.submitted = running, submitted
+
+
+def warm_up_jobs(spark: SparkSession) -> list[int]:
+    tracker = spark.sparkContext.statusTracker()
+    return sorted(tracker.getJobIdsForGroup("warm-up"))
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_it_runs_its_jobs_in_its_own_group_once_the_unit_is_quiet(spark: SparkSession) -> None:
+    before = warm_up_jobs(spark)
+    warm_up = WarmUp(spark, Activity(), jobs=2, quiet_seconds=QUIET)
+    warm_up.start()
+    wait_for(lambda: warm_up.done == 2)
+    warm_up.stop()
+    jobs = [j for j in warm_up_jobs(spark) if j not in before]
+    assert len(jobs) == 2
+    tracker = spark.sparkContext.statusTracker()
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        assert info is not None
+        assert info.status == "SUCCEEDED"
+
+
+def test_it_waits_while_executions_run_and_after_each_submission(spark: SparkSession) -> None:
+    activity = Activity(running=1, submitted=1)
+    warm_up = WarmUp(spark, activity, jobs=1, quiet_seconds=QUIET)
+    warm_up.start()
+    try:
+        time.sleep(QUIET * 5)
+        assert warm_up.done == 0  # an execution runs
+        activity.set(running=0, submitted=1)
+        activity.set(running=0, submitted=2)  # one more came and went within a quiet period
+        started = time.monotonic()
+        wait_for(lambda: warm_up.done == 1)
+        assert time.monotonic() - started >= QUIET  # not before a whole quiet period
+    finally:
+        warm_up.stop()
+
+
+def test_stopping_ends_it_at_once_while_it_waits(spark: SparkSession) -> None:
+    warm_up = WarmUp(spark, Activity(running=1, submitted=1), jobs=5, quiet_seconds=60)
+    warm_up.start()
+    started = time.monotonic()
+    warm_up.stop()
+    assert time.monotonic() - started < 5
+    assert warm_up.done == 0
