@@ -143,23 +143,26 @@ class ExecutionRun:
         )
 
     def _create_tables(self, writer: OutputWriter) -> dict[str, Table]:
-        """Creates the namespaces (once per catalog client), then every table of the execution
-        side by side (each is a few round trips to the catalog): the telemetry tables in the
-        background, and the result tables, which are listed as outputs first, so that a
-        failure drops the ones made."""
+        """Creates the namespaces (once per catalog client), then the result tables side by
+        side (each is a few round trips to the catalog; they are listed as outputs first, so
+        that a failure drops the ones made), then starts creating the telemetry tables in the
+        background: they are first needed after the outputs are written, and made meanwhile
+        they do not hold up the result tables the write waits for."""
         ensure_namespaces(self.catalog, self.policy.retry)
-        self.telemetry.start()
         materialized = self.compiled.materialized
         for operator_id in materialized:
             self.outputs[operator_id] = WrittenOutput(
                 operator_id, RESULTS, result_table(self.execution_id, operator_id)
             )
-        made = in_parallel(
-            [
-                partial(writer.create, o, self.compiled.frames[o], self.outputs[o])
-                for o in materialized
-            ]
-        )
+        try:
+            made = in_parallel(
+                [
+                    partial(writer.create, o, self.compiled.frames[o], self.outputs[o])
+                    for o in materialized
+                ]
+            )
+        finally:
+            self.telemetry.start()
         return dict(zip(materialized, made, strict=True))
 
     def _make_last_commit(self, last: OutputCommit | None) -> Callable[[], None]:
