@@ -1,11 +1,17 @@
-"""The one adapter to pyiceberg's private Arrow helpers, which the computing unit's writer and
-the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need; checked
+"""The one adapter to pyiceberg's private API: the Arrow helpers the computing unit's writer and
+the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need, and a
+transaction's staged updates (MetadataOnceTransaction); checked
 against PYICEBERG_VERSION (a unit test fails when the installed version moves, so these are
 looked at again).
 
 SmallWritesFileIO is pyiceberg's Arrow FileIO with pyarrow's delayed open on S3, so a small
 file is one request instead of three; catalogs get it through pyiceberg's `py-io-impl` property
 (FILE_IO_PROPERTIES).
+
+MetadataOnceTransaction is pyiceberg's Transaction, whose table_metadata (the table's metadata
+with the staged updates applied) is worked out once for each set of updates: pyiceberg works it
+out again, with a deep copy of the whole metadata, at every access, some ten times for one
+append, which was a tenth of a unit's Python time for a small workflow.
 
 project() is pyiceberg's projection of a record batch onto an Iceberg schema (columns matched
 by field id, renamed, cast to the Iceberg types, field ids attached), with one fix: pyiceberg
@@ -36,7 +42,9 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema
-from pyiceberg.table import FileScanTask
+from pyiceberg.table import FileScanTask, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import TableUpdate
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 #: The pyiceberg release these helpers were checked against.
@@ -56,6 +64,23 @@ class SmallWritesFileIO(PyArrowFileIO):
         rebuild, (options,) = made.__reduce__()
         rebuilt: FileSystem = rebuild({**options, "allow_delayed_open": True})
         return rebuilt
+
+
+class MetadataOnceTransaction(Transaction):
+    """Transaction, its table_metadata remembered for as long as the table's metadata and the
+    staged updates (an immutable tuple, replaced on every change) stay the same objects.
+    Sharing one result is safe: pyiceberg's metadata models are frozen."""
+
+    _remembered: tuple[TableMetadata, tuple[TableUpdate, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        base, updates = self._table.metadata, self._updates
+        remembered = self._remembered
+        if remembered is None or remembered[0] is not base or remembered[1] is not updates:
+            remembered = (base, updates, super().table_metadata)
+            self._remembered = remembered
+        return remembered[2]
 
 
 #: The catalog properties that make pyiceberg use SmallWritesFileIO for the tables it loads.

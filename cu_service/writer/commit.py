@@ -29,6 +29,7 @@ from pyiceberg.table import Table, Transaction
 from pyiceberg.typedef import Record
 
 from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
+from lake_tables.pyiceberg_arrow import MetadataOnceTransaction
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
@@ -80,7 +81,7 @@ def committing(stage: Stage) -> Change:
     """The change that stages stage in a transaction of its own and commits it."""
 
     def change(table: Table, properties: dict[str, str]) -> None:
-        with table.transaction() as transaction:
+        with MetadataOnceTransaction(table) as transaction:
             stage(transaction, properties)
 
     return change
@@ -132,7 +133,7 @@ class PreparedCommit:
             if self._mark.landed_in(table):
                 self._landed = table
                 return
-            transaction = table.transaction()
+            transaction = MetadataOnceTransaction(table)
             self._stage(transaction, self._mark.properties())
             self._transaction = transaction
         except Exception as exc:

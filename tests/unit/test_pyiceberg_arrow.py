@@ -1,5 +1,6 @@
-"""The adapter to pyiceberg's private Arrow helpers: it keeps every null that pyiceberg's own
-projection turns into an empty list or map, and it fails loudly once pyiceberg moves."""
+"""The adapter to pyiceberg's private helpers: it keeps every null that pyiceberg's own
+projection turns into an empty list or map, its transactions agree with pyiceberg's, and it
+fails loudly once pyiceberg moves."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg import __version__ as pyiceberg_version
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.io.fileformat import FileFormatFactory
 from pyiceberg.io.pyarrow import (
@@ -19,10 +21,12 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.table import Transaction
 
 from lake_tables.pyiceberg_arrow import (
     FILE_IO_PROPERTIES,
     PYICEBERG_VERSION,
+    MetadataOnceTransaction,
     SmallWritesFileIO,
     project,
 )
@@ -117,3 +121,26 @@ def test_catalogs_given_the_properties_write_small_s3_files_in_one_request() -> 
     assert options["region"] == "eu-west-1"
     assert options["access_key"] == "AKIAEXAMPLE"
     assert options["endpoint_override"] == "http://127.0.0.1:9"
+
+
+def test_a_transaction_works_its_metadata_out_once_per_set_of_updates(tmp_path: Any) -> None:
+    """What pyiceberg's Transaction says, each state worked out once: the same object until
+    an update is staged, then one with the update; the append commits as pyiceberg's does."""
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("n")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    table = catalog.create_table("n.t", schema=rows.schema)
+    transaction = MetadataOnceTransaction(table)
+    before = transaction.table_metadata
+    assert transaction.table_metadata is before
+    assert before == Transaction(table).table_metadata
+    transaction.set_properties({"k": "v"})
+    staged = transaction.table_metadata
+    assert staged is not before
+    assert staged.properties["k"] == "v"
+    assert transaction.table_metadata is staged
+    transaction.append(rows)
+    transaction.commit_transaction()
+    reloaded = catalog.load_table("n.t")
+    assert reloaded.properties["k"] == "v"
+    assert reloaded.scan().to_arrow().num_rows == 2
