@@ -4,6 +4,7 @@ pyiceberg's, which fails here once pyiceberg moves what it relies on."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -54,3 +55,27 @@ def test_whether_a_table_exists_is_asked_of_the_database(
     assert catalog.table_exists(("results", "t"))
     assert not catalog.table_exists(("results", "other"))
     assert not catalog.table_exists(("elsewhere", "t"))
+
+
+def test_the_metadata_files_it_wrote_are_loaded_from_memory(
+    catalog: _SharedEngineSqlCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading and committing read no metadata file the catalog wrote; the tables are the
+    same as read from storage, where another catalog on the same database reads them."""
+    table = catalog.create_table(("results", "t"), schema=ROWS.schema)
+    read: list[str] = []
+    open_file = PyArrowFile.open
+
+    def recording(self: PyArrowFile, seekable: bool = True) -> Any:
+        read.append(self.location)
+        return open_file(self, seekable)
+
+    monkeypatch.setattr(PyArrowFile, "open", recording)
+    table.append(ROWS)
+    loaded = catalog.load_table(("results", "t"))
+    assert [name for name in read if name.endswith(".metadata.json")] == []
+    other = _SharedEngineSqlCatalog("w1", catalog.engine, warehouse=f"file://{tmp_path}")
+    from_storage = other.load_table(("results", "t"))
+    assert [name for name in read if name.endswith(".metadata.json")] == [loaded.metadata_location]
+    assert from_storage.metadata == loaded.metadata
+    assert loaded.scan().to_arrow().num_rows == 3
