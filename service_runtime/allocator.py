@@ -7,8 +7,9 @@ new pages for every message: relaying a 1 GiB stream cost the gateway about twic
 time it costs with freed blocks kept (see docs/benchmarks.md). The fixed thresholds below are
 within the range glibc's own adaptive ones reach (at most 32 MiB and 64 MiB), only reached at
 once. The price is memory kept: after relaying streams of 1 GiB, the gateway's resident memory
-stays about 100 MiB above where it started, and grows no further. Thresholds an operator gives glibc (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, or
-the glibc.malloc tunables in GLIBC_TUNABLES) win over these.
+stays about 100 MiB above where it started, and grows no further. Thresholds an operator gives
+glibc (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, or the glibc.malloc tunables in
+GLIBC_TUNABLES) win over these.
 """
 
 from __future__ import annotations
