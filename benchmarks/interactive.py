@@ -8,7 +8,8 @@
   3. writing WRITE_ROWS rows through the unit against Spark writing them as plain Parquet
      (benchmarks.cu_write).
 
-Parts 2 and 3 run on a second stack whose services record no spans, as by default.
+Parts 2 and 3 run on a second stack whose services record no spans, as by default, and whose
+registry makes units of this machine's cores (cu_write.UNIT_ENV), the floor's size.
 Goals: small workflow p50 <= 0.5 s; gateway +0.5 ms a unary call and a stream <= 1.2 x
 straight; write (a) / (b) <= 1.2.
 
