@@ -1,5 +1,6 @@
-"""A unit's warm-up, on a real SparkSession: it runs its jobs only while the unit has nothing
-to do, in a job group of its own, and stops when told."""
+"""A unit's warm-up: on a real SparkSession, it runs its jobs only while the unit has nothing
+to do, in a job group of its own, and stops when told; in a unit of the embedded stack, it runs
+in the unit's confined workers once the unit is idle, and executions run as before."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cu_service.warm_up import WarmUp
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from tests.conftest import TEST_STACK_ENV
 from tests.integration.compile import local_spark
+from tests.integration.executions import filtered_numbers, new_user
+from texera.lake.v1 import execution_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +97,33 @@ def test_stopping_ends_it_at_once_while_it_waits(spark: SparkSession) -> None:
     warm_up.stop()
     assert time.monotonic() - started < 5
     assert warm_up.done == 0
+
+
+@pytest.fixture(scope="module")
+def warming_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("warming")))
+    env = {**TEST_STACK_ENV, "TEXERA_LAKE_CU_WARM_UP_JOBS": "3"}
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
+        yield running
+
+
+def _unit_logs(stack: Stack) -> str:
+    return "".join(
+        path.read_text(errors="replace")
+        for path in (stack.unit_root / "logs").rglob("*")
+        if path.is_file()
+    )
+
+
+def test_a_unit_warms_up_once_idle_and_runs_executions_as_before(warming_stack: Stack) -> None:
+    client, warehouse_id, _ = new_user(warming_stack, "warm")
+    flow = filtered_numbers(100, 2, "id % 10 = 0")
+    first = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert first.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
+    wait_for(lambda: "warmed up: 3 jobs" in _unit_logs(warming_stack))
+    second = client.finish(client.submit(warehouse_id, flow).execution_id)
+    assert second.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
+    assert [o.row_count for o in second.outputs] == [10]
+    # The warm-up's jobs are not the execution's: its progress counts only its own.
+    assert second.progress.stages_total == first.progress.stages_total
+    assert second.progress.tasks_total == first.progress.tasks_total
