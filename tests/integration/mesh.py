@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -235,3 +236,11 @@ def grpcurl(
         check=check,
         timeout=timeout,
     )
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    """Waits, checking every half second, until check() holds; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.5)

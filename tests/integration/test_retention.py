@@ -48,6 +48,7 @@ from tests.integration.mesh import (
     bearer,
     computing_unit,
     create_warehouse,
+    eventually,
     reason,
     refused,
     register_unit,
@@ -74,7 +75,6 @@ rs = retention_service_pb2
 #: unreferenced file only once it is this old.
 MARGIN_SECONDS = 3
 TELEMETRY_APPENDS = 4
-WAIT_SECONDS = 90
 
 
 @pytest.fixture(scope="module")
@@ -283,13 +283,6 @@ def ledger_row(stack: Stack, execution_id: str) -> asyncpg.Record:
         return row
 
     return asyncio.run(read())
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.5)
 
 
 def assert_gone(lake: Lake, execution_id: str, table_keys: list[str]) -> None:

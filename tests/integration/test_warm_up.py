@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -17,6 +17,7 @@ from embedded_stack.stack import Stack
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.compile import local_spark
 from tests.integration.executions import filtered_numbers, new_user
+from tests.integration.mesh import eventually
 from texera.lake.v1 import execution_pb2
 
 pytestmark = pytest.mark.integration
@@ -52,18 +53,11 @@ def warm_up_jobs(spark: SparkSession) -> list[int]:
     return sorted(tracker.getJobIdsForGroup("warm-up"))
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_it_runs_its_jobs_in_its_own_group_once_the_unit_is_quiet(spark: SparkSession) -> None:
     before = warm_up_jobs(spark)
     warm_up = WarmUp(spark, Activity(), jobs=2, quiet_seconds=QUIET)
     warm_up.start()
-    wait_for(lambda: warm_up.done == 2)
+    eventually(lambda: warm_up.done == 2, "two warm-up jobs ran")
     warm_up.stop()
     jobs = [j for j in warm_up_jobs(spark) if j not in before]
     assert len(jobs) == 2
@@ -84,7 +78,7 @@ def test_it_waits_while_executions_run_and_after_each_submission(spark: SparkSes
         activity.set(running=0, submitted=1)
         activity.set(running=0, submitted=2)  # one more came and went within a quiet period
         started = time.monotonic()
-        wait_for(lambda: warm_up.done == 1)
+        eventually(lambda: warm_up.done == 1, "the warm-up job ran")
         assert time.monotonic() - started >= QUIET  # not before a whole quiet period
     finally:
         warm_up.stop()
@@ -120,7 +114,9 @@ def test_a_unit_warms_up_once_idle_and_runs_executions_as_before(warming_stack: 
     flow = filtered_numbers(100, 2, "id % 10 = 0")
     first = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert first.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
-    wait_for(lambda: "warmed up: 3 jobs" in _unit_logs(warming_stack))
+    eventually(
+        lambda: "warmed up: 3 jobs" in _unit_logs(warming_stack), "the unit warmed up", 120
+    )
     second = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert second.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
     assert [o.row_count for o in second.outputs] == [10]
