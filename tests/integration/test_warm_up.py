@@ -114,9 +114,7 @@ def test_a_unit_warms_up_once_idle_and_runs_executions_as_before(warming_stack: 
     flow = filtered_numbers(100, 2, "id % 10 = 0")
     first = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert first.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
-    eventually(
-        lambda: "warmed up: 3 jobs" in _unit_logs(warming_stack), "the unit warmed up", 120
-    )
+    eventually(lambda: "warmed up: 3 jobs" in _unit_logs(warming_stack), "the unit warmed up", 120)
     second = client.finish(client.submit(warehouse_id, flow).execution_id)
     assert second.state == execution_pb2.EXECUTION_STATE_SUCCEEDED
     assert [o.row_count for o in second.outputs] == [10]
