@@ -6,11 +6,13 @@
       relay written in Python;
   (b) a result of about 1 GiB in Arrow (ROWS rows: a long and a 200-character string)
       streamed whole through the gateway vs straight from the result service, read with
-      lake_client.ResultStream: median time of RUNS streams each, after one warm-up;
+      lake_client.ResultStream: median time of RUNS streams each, the two ways taking turns,
+      after one warm-up of each and once the stack is quiet (the unit that wrote the result
+      warms up first);
   and the gateway's peak resident memory while it relays one such stream.
 
-The ratios are gateway / direct: 1.0 would be no overhead at all. The gateway runs without its
-per-user rate limit here.
+The ratios are gateway / direct: 1.0 would be no overhead at all. The services record no spans,
+as by default, and the gateway runs without its per-user rate limit here.
 
 Run: .venv/bin/python -m benchmarks.gateway_overhead [--rows N] [--calls N] [--runs N]
 """
@@ -31,12 +33,14 @@ import pyarrow as pa
 
 from benchmarks.shared import (
     UNLIMITED,
+    UNTRACED,
     PeakMemory,
+    interleaved,
     lake,
     metadata,
     plan,
     run_execution,
-    timed,
+    settled,
 )
 from embedded_stack.stack import Stack
 from lake_client.result_stream import ResultStream
@@ -119,10 +123,12 @@ def unary_latency(stack: Stack, warehouse_id: str, calls: int) -> UnaryLatency:
 
 
 def stream_times(stack: Stack, warehouse_id: str, rows: int, runs: int) -> StreamTimes:
-    """Writes a result of rows wide rows, then reads it whole through the gateway and straight
-    from the result service (RUNS times each, after a warm-up), and once more through the
-    gateway while its memory is sampled."""
+    """Writes a result of rows wide rows and waits until the stack is quiet (the new unit
+    warms up meanwhile), then reads it whole through the gateway and straight from the result
+    service (runs times each, interleaved, after a warm-up), and once more through the gateway
+    while its memory is sampled."""
     _, final = run_execution(stack, warehouse_id, plan(rows, WIDE_COLUMNS))
+    settled()
     [output] = final.outputs
     request = result_service_pb2.StreamResultRequest(
         execution_id=final.execution_id, operator_id=output.operator_id
@@ -134,7 +140,7 @@ def stream_times(stack: Stack, warehouse_id: str, rows: int, runs: int) -> Strea
         return lambda: reader.read_all(request, metadata=caller, timeout=600)
 
     table = stream("result-service")()
-    streamed = {part: timed(stream(part), runs) for part in ("gateway", "result-service")}
+    streamed = interleaved({part: stream(part) for part in ("gateway", "result-service")}, runs)
     with PeakMemory(stack.pid("gateway")) as memory:
         stream("gateway")()
     return StreamTimes(
@@ -171,7 +177,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with lake(UNLIMITED) as measured:
+    with lake({**UNLIMITED, **UNTRACED}) as measured:
         stack, warehouse_id = measured.stack, measured.warehouse.warehouse_id
         print("measuring ...", flush=True)
         unary = unary_latency(stack, warehouse_id, args.calls)

@@ -24,7 +24,7 @@ import statistics
 
 from benchmarks.cu_write import UNIT_ENV, write_times
 from benchmarks.gateway_overhead import report, stream_times, unary_latency
-from benchmarks.shared import UNLIMITED, lake
+from benchmarks.shared import UNLIMITED, UNTRACED, lake
 from benchmarks.small_workflow import SERVICE_ENV, small_latency
 
 
@@ -44,11 +44,11 @@ def main() -> None:
     with lake(SERVICE_ENV) as traced:
         print("1. the small workflow ...", flush=True)
         small = small_latency(traced.stack, traced.warehouse.warehouse_id, args.runs, args.warmup)
-    with lake({**UNLIMITED, **UNIT_ENV}) as plain:
+    with lake({**UNLIMITED, **UNTRACED, **UNIT_ENV}) as plain:
         warehouse_id = plain.warehouse.warehouse_id
         print("2. the gateway ...", flush=True)
         unary = unary_latency(plain.stack, warehouse_id, args.calls)
-        streams = stream_times(plain.stack, warehouse_id, args.stream_rows, 3)
+        streams = stream_times(plain.stack, warehouse_id, args.stream_rows, 5)
         print(f"3. writing {args.write_rows:,} rows ...", flush=True)
         written = write_times(
             plain.stack, plain.grant, warehouse_id, args.write_rows, args.write_runs

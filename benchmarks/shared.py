@@ -38,6 +38,11 @@ UNLIMITED = {
 }
 
 
+#: Services as they run by default, recording no spans (the embedded stack logs them unless
+#: told otherwise).
+UNTRACED = {"TEXERA_LAKE_TRACE_CONSOLE": "false"}
+
+
 def metadata(stack: Stack, part: str) -> tuple[tuple[str, str]]:
     """What the benchmark's user presents when calling part directly."""
     return (bearer(stack.token_for(part, USER)),)
@@ -145,6 +150,19 @@ def timed(action: Callable[[], object], runs: int) -> float:
         action()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def interleaved(actions: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    """The median time of each action over runs rounds that call every action once in turn
+    (so that drift in the machine's speed touches all alike), after one untimed round."""
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for round_number in range(runs + 1):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action()
+            if round_number:
+                times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(taken) for name, taken in times.items()}
 
 
 def cpu_seconds(action: Callable[[], object], *pids: int) -> list[float]:

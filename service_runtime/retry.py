@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    stop_any,
-)
-from tenacity.stop import stop_base
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception
 
 log = logging.getLogger("service_runtime.retry")
 T = TypeVar("T")
@@ -49,17 +41,6 @@ class RetryPolicy:
         """The wait after the given failed attempt (1 for the first)."""
         base = min(self.longest_wait_seconds, self.first_wait_seconds * 2.0 ** (attempt - 1))
         return base + random.uniform(0, base / 4)  # noqa: S311 - jitter, not secrecy
-
-    def _wait(self, state: RetryCallState) -> float:
-        # Never sleep past the end of the window: the last attempt comes right at its end.
-        left = self.window_seconds - (state.seconds_since_start or 0.0)
-        return max(0.0, min(self.wait(state.attempt_number), left))
-
-    def _stop(self) -> stop_base:
-        by_time = stop_after_delay(self.window_seconds)
-        if self.max_attempts is None:
-            return by_time
-        return stop_any(by_time, stop_after_attempt(self.max_attempts))
 
 
 def transient_http_status(status: int) -> bool:
@@ -88,16 +69,46 @@ def _logger(what: str) -> Callable[[RetryCallState], None]:
 
 
 def _tenacity(
-    policy: RetryPolicy, transient: Callable[[BaseException], bool], what: str
+    policy: RetryPolicy, transient: Callable[[BaseException], bool], what: str, started: float
 ) -> dict[str, Any]:
-    """tenacity's settings for policy, the same for calls and coroutines."""
+    """tenacity's settings for policy, the same for calls and coroutines; the window counts
+    from started (time.monotonic()), when the first attempt began."""
+
+    def spent() -> float:
+        return time.monotonic() - started
+
+    def wait(state: RetryCallState) -> float:
+        # Never sleep past the end of the window: the last attempt comes right at its end.
+        return max(0.0, min(policy.wait(state.attempt_number), policy.window_seconds - spent()))
+
+    def stop(state: RetryCallState) -> bool:
+        attempts_spent = policy.max_attempts is not None and (
+            state.attempt_number >= policy.max_attempts
+        )
+        return attempts_spent or spent() >= policy.window_seconds
+
     return {
         "retry": retry_if_exception(transient),
-        "stop": policy._stop(),
-        "wait": policy._wait,
+        "stop": stop,
+        "wait": wait,
         "before_sleep": _logger(what),
         "reraise": True,
     }
+
+
+class _FirstFailure:
+    """The first attempt is made without tenacity, which costs tens of microseconds a call to
+    set up; only a transient failure starts tenacity, whose first attempt raises that failure
+    again, so that counts, waits and logs are as if tenacity had made it."""
+
+    def __init__(self, error: Exception) -> None:
+        self._error: Exception | None = error
+
+    def replay(self) -> None:
+        """Raises the first failure, the first time only."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def retry_call(
@@ -108,7 +119,19 @@ def retry_call(
     what: str,
 ) -> T:
     """call(), retried while it fails transiently; raises its last failure."""
-    return Retrying(**_tenacity(policy, transient, what))(call)
+    started = time.monotonic()
+    try:
+        return call()
+    except Exception as error:
+        if not transient(error):
+            raise
+        first = _FirstFailure(error)
+
+    def attempt() -> T:
+        first.replay()
+        return call()
+
+    return Retrying(**_tenacity(policy, transient, what, started))(attempt)
 
 
 async def retry_async(
@@ -119,9 +142,16 @@ async def retry_async(
     what: str,
 ) -> T:
     """await call(), retried while it fails transiently; raises its last failure."""
-    retrying = AsyncRetrying(**_tenacity(policy, transient, what))
+    started = time.monotonic()
+    try:
+        return await call()
+    except Exception as error:
+        if not transient(error):
+            raise
+        first = _FirstFailure(error)
 
     async def attempt() -> T:  # a coroutine function, as tenacity tells them from plain ones
+        first.replay()
         return await call()
 
-    return await retrying(attempt)
+    return await AsyncRetrying(**_tenacity(policy, transient, what, started))(attempt)

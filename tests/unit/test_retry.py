@@ -102,3 +102,35 @@ def test_transient_signs() -> None:
     assert not any(transient_http_status(s) for s in (200, 400, 401, 403, 404, 409, 501))
     assert transient_connection_error(ConnectionRefusedError())
     assert not transient_connection_error(PermissionError())
+
+
+def test_the_window_counts_from_the_first_attempt() -> None:
+    policy = RetryPolicy(window_seconds=0.2, first_wait_seconds=0.01)
+
+    def slow_refusal() -> str:
+        time.sleep(0.3)
+        raise ConnectionRefusedError("slow")
+
+    started = time.monotonic()
+    with pytest.raises(ConnectionRefusedError, match="slow"):
+        retry_call(slow_refusal, policy=policy, transient=transient_connection_error, what="t")
+    assert time.monotonic() - started < 0.5  # one attempt: it alone outlasted the window
+
+
+async def test_coroutines_stop_at_the_attempts_and_at_a_lasting_failure() -> None:
+    policy = RetryPolicy(window_seconds=60, first_wait_seconds=0.001, max_attempts=4)
+    refused = Flaky(*[ConnectionRefusedError(f"attempt {n}") for n in range(10)])
+    bad_after_refusal = Flaky(ConnectionRefusedError(), ValueError("bad input"))
+    for call, failure, calls in (
+        (refused, "attempt 3", 4),
+        (bad_after_refusal, "bad input", 2),
+    ):
+
+        async def attempt(call: Flaky = call) -> str:
+            return call()
+
+        with pytest.raises(Exception, match=failure):
+            await retry_async(
+                attempt, policy=policy, transient=transient_connection_error, what="t"
+            )
+        assert call.calls == calls
