@@ -5,11 +5,12 @@
       (benchmarks.bare_relay: grpc.aio forwarding bytes, nothing else), the floor for any
       relay written in Python;
   (b) a result of about 1 GiB in Arrow (ROWS rows: a long and a 200-character string)
-      streamed whole through the gateway vs straight from the result service, read with
-      lake_client.ResultStream: median time of RUNS streams each, the two ways taking turns,
-      after one warm-up of each and once the stack is quiet (the unit that wrote the result
-      warms up first);
-  and the gateway's peak resident memory while it relays one such stream.
+      streamed whole through the gateway vs straight from the result service, and through a
+      bare relay, read with lake_client.ResultStream: median time of RUNS streams each, the
+      three ways taking turns, after one warm-up and once the stack is quiet (the unit that
+      wrote the result warms up first);
+  and the gateway's peak resident memory while it relays one such stream (whose rows, and
+  those through the relay, must equal those read straight).
 
 The ratios are gateway / direct: 1.0 would be no overhead at all. The services record no spans,
 as by default, and the gateway runs without its per-user rate limit here.
@@ -101,6 +102,7 @@ class StreamTimes:
     arrow_bytes: int
     gateway: float
     direct: float
+    bare_relay: float
     memory: PeakMemory
 
 
@@ -124,9 +126,9 @@ def unary_latency(stack: Stack, warehouse_id: str, calls: int) -> UnaryLatency:
 
 def stream_times(stack: Stack, warehouse_id: str, rows: int, runs: int) -> StreamTimes:
     """Writes a result of rows wide rows and waits until the stack is quiet (the new unit
-    warms up meanwhile), then reads it whole through the gateway and straight from the result
-    service (runs times each, interleaved, after a warm-up), and once more through the gateway
-    while its memory is sampled."""
+    warms up meanwhile), then reads it whole through the gateway, straight from the result
+    service and through a bare relay (runs times each, interleaved, after a warm-up), and once
+    more through the gateway while its memory is sampled."""
     _, final = run_execution(stack, warehouse_id, plan(rows, WIDE_COLUMNS))
     settled()
     [output] = final.outputs
@@ -134,17 +136,33 @@ def stream_times(stack: Stack, warehouse_id: str, rows: int, runs: int) -> Strea
         execution_id=final.execution_id, operator_id=output.operator_id
     )
 
-    def stream(part: str) -> Callable[[], pa.Table]:
-        reader = ResultStream(grpc.insecure_channel(stack.target(part)))
-        caller = metadata(stack, part)
+    def stream(target: str, caller: tuple[tuple[str, str]]) -> Callable[[], pa.Table]:
+        reader = ResultStream(grpc.insecure_channel(target))
         return lambda: reader.read_all(request, metadata=caller, timeout=600)
 
-    table = stream("result-service")()
-    streamed = interleaved({part: stream(part) for part in ("gateway", "result-service")}, runs)
+    direct = stack.target("result-service")
+    straight = stream(direct, metadata(stack, "result-service"))
+    through_gateway = stream(stack.target("gateway"), metadata(stack, "gateway"))
+    table = straight()
+    with bare_relay(direct) as relay:
+        ways = {
+            "gateway": through_gateway,
+            "direct": straight,
+            "relay": stream(relay, metadata(stack, "result-service")),
+        }
+        streamed = interleaved(ways, runs)
+        relayed = ways["relay"]()
     with PeakMemory(stack.pid("gateway")) as memory:
-        stream("gateway")()
+        through = through_gateway()
+    if not table.equals(through) or not table.equals(relayed):
+        raise SystemExit("the result read through the gateway or the relay is not the same")
     return StreamTimes(
-        table.num_rows, table.nbytes, streamed["gateway"], streamed["result-service"], memory
+        table.num_rows,
+        table.nbytes,
+        streamed["gateway"],
+        streamed["direct"],
+        streamed["relay"],
+        memory,
     )
 
 
@@ -163,7 +181,11 @@ def report(unary: UnaryLatency, streams: StreamTimes) -> None:
     )
     print(f"    through the gateway (median)               {streams.gateway:>8.2f} s")
     print(f"    straight (median)                          {streams.direct:>8.2f} s")
-    print(f"    gateway / direct = {streams.gateway / streams.direct:5.2f}")
+    print(f"    through a bare relay (median)              {streams.bare_relay:>8.2f} s")
+    print(
+        f"    gateway / direct = {streams.gateway / streams.direct:5.2f}, "
+        f"bare relay / direct = {streams.bare_relay / streams.direct:5.2f}"
+    )
     memory = streams.memory
     print(
         f"    gateway memory while relaying it: {memory.before / MIB:,.0f} MiB before, "
