@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import psutil
@@ -57,22 +58,35 @@ FOUR_COLUMNS = (
 )
 
 
-def plan(rows: int, columns: Sequence[dict[str, str]] = FOUR_COLUMNS) -> workflow_pb2.Workflow:
-    """rows rows of a range, projected to columns, materialized as result `rows`."""
+def range_then(
+    workflow_id: str, numbers: dict[str, int], operator_id: str, operator: dict[str, Any]
+) -> workflow_pb2.Workflow:
+    """A workflow of two operators: a range (`numbers`: its RangeSource fields), then the
+    operator given (its kind and settings) reading it, materialized as result operator_id."""
     return json_format.ParseDict(
         {
-            "workflow_id": "benchmark",
+            "workflow_id": workflow_id,
             "operators": [
-                {"operator_id": "numbers", "range_source": {"end": rows, "partitions": 8}},
+                {"operator_id": "numbers", "range_source": numbers},
                 {
-                    "operator_id": "rows",
+                    "operator_id": operator_id,
                     "input_operator_ids": ["numbers"],
-                    "projection": {"columns": list(columns)},
+                    **operator,
                     "materialize": True,
                 },
             ],
         },
         workflow_pb2.Workflow(),
+    )
+
+
+def plan(rows: int, columns: Sequence[dict[str, str]] = FOUR_COLUMNS) -> workflow_pb2.Workflow:
+    """rows rows of a range, projected to columns, materialized as result `rows`."""
+    return range_then(
+        "benchmark",
+        {"end": rows, "partitions": 8},
+        "rows",
+        {"projection": {"columns": list(columns)}},
     )
 
 

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from google.protobuf import json_format
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pyspark.sql import SparkSession
 
-from benchmarks.shared import UNLIMITED, lake, metadata, settled
+from benchmarks.shared import UNLIMITED, lake, metadata, range_then, settled
 from benchmarks.traces import spans_of, tree_lines
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
@@ -43,26 +42,11 @@ from texera.lake.v1 import (
     execution_service_pb2_grpc,
     result_service_pb2,
     result_service_pb2_grpc,
-    workflow_pb2,
 )
 
 ROWS = 10
 CONDITION = "id % 2 = 0"
-WORKFLOW = json_format.ParseDict(
-    {
-        "workflow_id": "small",
-        "operators": [
-            {"operator_id": "numbers", "range_source": {"end": ROWS}},
-            {
-                "operator_id": "even",
-                "input_operator_ids": ["numbers"],
-                "filter": {"condition": CONDITION},
-                "materialize": True,
-            },
-        ],
-    },
-    workflow_pb2.Workflow(),
-)
+WORKFLOW = range_then("small", {"end": ROWS}, "even", {"filter": {"condition": CONDITION}})
 
 
 class Client:

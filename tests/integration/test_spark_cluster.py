@@ -4,23 +4,14 @@ TEXERA_LAKE_CU_SPARK_MASTER, and an execution whose tasks run on both workers.""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import grpc
-import pyspark
 import pytest
 
 from embedded_stack.settings import StackSettings
+from embedded_stack.spark_cluster import Cluster, standalone_cluster
 from embedded_stack.stack import Stack
-from service_runtime.ports import free_port
-from service_runtime.processes import ManagedProcess, wait_until
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import UnitClient, udf, workflow
 from tests.integration.mesh import bearer, create_warehouse, user
@@ -29,9 +20,6 @@ from texera.lake.v1 import execution_pb2, execution_service_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-HOST = "127.0.0.1"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SPARK_HOME = Path(pyspark.__file__).parent
 #: Each Python worker reports its parent, the worker daemon of the executor it runs in.
 WHERE_IT_RAN = udf(
     "import os\n"
@@ -46,73 +34,10 @@ WHERE_IT_RAN = udf(
 )
 
 
-@dataclass
-class Cluster:
-    master_url: str
-    ui_url: str
-
-    def state(self) -> dict[str, Any]:
-        """The master's view of the cluster, from its web UI's JSON."""
-        with urllib.request.urlopen(f"{self.ui_url}/json/", timeout=5) as answer:
-            state: dict[str, Any] = json.load(answer)
-        return state
-
-    def alive_workers(self) -> list[dict[str, Any]]:
-        try:
-            workers: list[dict[str, Any]] = self.state()["workers"]
-        except OSError:
-            return []
-        return [w for w in workers if w["state"] == "ALIVE"]
-
-
-def _spark_process(name: str, main_class: str, args: list[str], logs: Path) -> ManagedProcess:
-    """A master or worker JVM, run by the PySpark package's spark-class, whose executors run
-    this environment's Python (python3 on their PATH) with the project importable."""
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": str(PROJECT_ROOT),
-        "SPARK_LOCAL_IP": HOST,
-    }
-    argv = [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args]
-    return ManagedProcess(name, argv, logs / f"{name}.log", env=env)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    logs = tmp_path_factory.mktemp("spark-cluster")
-    port, ui_port = free_port(HOST), free_port(HOST)
-    found = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}")
-    processes = [
-        _spark_process(
-            "spark-master",
-            "org.apache.spark.deploy.master.Master",
-            ["--host", HOST, "--port", str(port), "--webui-port", str(ui_port)],
-            logs,
-        )
-    ]
-    try:
-        for index in range(2):
-            work = logs / f"work-{index}"
-            work.mkdir()
-            processes.append(
-                _spark_process(
-                    f"spark-worker-{index}",
-                    "org.apache.spark.deploy.worker.Worker",
-                    [
-                        *("--host", HOST, "--cores", "1", "--memory", "1g"),
-                        *("--webui-port", str(free_port(HOST)), "--work-dir", str(work)),
-                        found.master_url,
-                    ],
-                    logs,
-                )
-            )
-        wait_until(lambda: len(found.alive_workers()) == 2, processes[0], 120, "spark cluster")
-        yield found
-    finally:
-        for process in reversed(processes):
-            process.stop()
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +84,5 @@ def test_an_execution_runs_on_both_workers_of_the_cluster(
     assert sum(int(r["s"]) for r in rows) == sum(range(4000))
     assert len(rows) >= 2
     # The unit's application holds a core of each worker: its executors are on both.
-    [application] = [a for a in cluster.state()["activeapps"] if unit.unit_id in a["name"]]
-    assert application["cores"] == 2
+    assert cluster.application_of(unit.unit_id)["cores"] == 2
     assert all(w["coresused"] == 1 for w in cluster.alive_workers())
