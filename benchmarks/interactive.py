@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="unary calls per round")
     parser.add_argument("--stream-rows", type=int, default=5_000_000)
     parser.add_argument("--write-rows", type=int, default=5_000_000)
-    parser.add_argument("--write-runs", type=int, default=3)
+    parser.add_argument("--write-runs", type=int, default=5)
     args = parser.parse_args()
     with lake(SERVICE_ENV) as traced:
         print("1. the small workflow ...", flush=True)
