@@ -1,21 +1,16 @@
-"""The executions of this computing unit: accepted, queued, run, watched, cancelled.
+"""The executions of this computing unit: accepted, queued, run, cancelled.
 
-Submission validates the workflow (statically, then by compiling it on Spark)
-before anything is recorded, then binds the execution to its warehouse in the
-registry and queues it. At most `capacity` executions run at once, each on a
-thread of its own as its own Spark job group in a FAIR scheduler pool of its
-own (so running executions share the task slots); the rest wait in order. An
-execution still running at its run time limit is stopped and fails with
-RESOURCE_LIMIT.
+Submission validates the workflow (statically, then by compiling it on Spark, see
+preparation) before anything is recorded, then binds the execution to its warehouse in the
+registry and queues it. At most `capacity` executions run at once, each on a thread of its own
+as its own Spark job group in a FAIR scheduler pool of its own (so running executions share
+the task slots); the rest wait in order. An execution still running at its run time limit is
+stopped and fails with RESOURCE_LIMIT.
 
-Every call into the JVM (compiling, sampling progress, cancelling) runs on a
-thread, never on the event loop, so the unit keeps answering whatever Spark does.
-
-The execution's current view lives here, changed only on the event loop's
-thread; watchers see every change, and a sync task per execution sends the
-latest view to the registry, at most once a second (a final state at once),
-retrying until the final state has arrived. A final state is shown to callers only once the registry
-has recorded it: whoever sees SUCCEEDED can read the results at once.
+Every call into the JVM (compiling, sampling progress, cancelling) runs on a thread, never on
+the event loop, so the unit keeps answering whatever Spark does. Each execution's view
+(execution_view) changes on the event loop's thread only, and a task per execution keeps the
+registry's ledger up to date with it (registry_sync).
 """
 
 from __future__ import annotations
@@ -26,39 +21,32 @@ import contextvars
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry import trace
-from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyspark import SparkContext
-from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 
 from catalog_map.cache import CatalogMap
-from catalog_map.platform import PLATFORM_OWNER
 from cu_service.execution_credentials import ExecutionCredentials, IssuedToken, issued
-from cu_service.progress import StageCounts, stage_counts
+from cu_service.execution_view import LocalExecution
+from cu_service.preparation import Preparation, Prepared
+from cu_service.progress import stage_counts
 from cu_service.registry import RegistryClient
+from cu_service.registry_sync import sync_with_registry
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.settings import ComputingUnitSettings
-from cu_service.spark import shuffle_partitions
-from cu_service.submission import check_queries, check_request
+from cu_service.source_tables import resolve_source_tables
+from cu_service.submission import check_request
 from cu_service.telemetry import Telemetry
-from cu_service.workflow.compiler import CompiledWorkflow, OperatorProblem, WorkflowCompiler
-from cu_service.workflow.iceberg_source import read_table
 from cu_service.workflow.limits import WorkflowLimits
-from cu_service.workflow.udf import ConsoleEntry, ConsoleParam
 from cu_service.writer.output import WritePolicy, WrittenOutput
-from lake_client.executions import TERMINAL
 from lake_tables import naming
-from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
+from service_runtime.errors import ServiceError
 from service_runtime.propagation import beyond_the_call
 from service_runtime.retry import RetryPolicy
 from texera.lake.internal.v1 import registry_service_pb2
@@ -74,61 +62,8 @@ KEEP_FINISHED = 1000
 TOKEN_GRACE_SECONDS = 120.0
 
 
-def _now() -> Timestamp:
-    stamp = Timestamp()
-    stamp.GetCurrentTime()
-    return stamp
-
-
-def _copy(execution: execution_pb2.Execution) -> execution_pb2.Execution:
-    copied = execution_pb2.Execution()
-    copied.CopyFrom(execution)
-    return copied
-
-
 def fingerprint(workflow: workflow_pb2.Workflow) -> str:
     return hashlib.sha256(workflow.SerializeToString(deterministic=True)).hexdigest()
-
-
-@dataclass
-class Prepared:
-    """What a run needs; held by the run alone, so that it goes (JVM objects included) with it."""
-
-    session: SparkSession
-    catalog: Catalog
-    compiled: CompiledWorkflow
-    console: Accumulator[list[ConsoleEntry]]
-
-
-@dataclass
-class LocalExecution:
-    """The unit's view of one of its executions."""
-
-    execution: execution_pb2.Execution
-    fingerprint: str
-    group: str
-    cancel_reason: str | None = None
-    #: Set when the execution ran out of time and is being stopped.
-    time_limit_reason: str | None = None
-    #: The final view, decided and waiting for the registry to record it before it is shown.
-    final: execution_pb2.Execution | None = None
-    #: Set with final: the registry sync sends it without waiting out its pause.
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
-    updated: asyncio.Event = field(default_factory=asyncio.Event)
-    dirty: asyncio.Event = field(default_factory=asyncio.Event)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    @property
-    def owner(self) -> str:
-        return self.execution.owner_user_id
-
-    @property
-    def terminal(self) -> bool:
-        """Its final state is decided (shown or still being recorded)."""
-        return self.final is not None or self.execution.state in TERMINAL
-
-    def snapshot(self) -> execution_pb2.Execution:
-        return _copy(self.execution)
 
 
 class ExecutionManager:
@@ -143,7 +78,6 @@ class ExecutionManager:
         self._registry = registry
         self._catalogs = catalogs
         self._settings = settings
-        self._file_roots = settings.file_roots
         self._executions: dict[str, LocalExecution] = {}
         self._submitted = 0
         #: One FAIR scheduler pool per run slot: running executions share the task slots.
@@ -152,6 +86,7 @@ class ExecutionManager:
             self._pools.put_nowait(f"execution-slot-{slot}")
         self._limits = RunLimits(settings)
         self._workflow_limits = WorkflowLimits.of(settings)
+        self._prepare = Preparation(spark, settings.file_roots, self._workflow_limits)
         self._threads = ThreadPoolExecutor(
             max_workers=settings.capacity, thread_name_prefix="execution"
         )
@@ -207,11 +142,9 @@ class ExecutionManager:
         warehouse_id = binding.warehouse_id  # the platform's, when the request names none
         with tracer.start_as_current_span("catalog"):
             catalog = await self._catalogs.get_or_unavailable(warehouse_id, binding)
-        tables = await self._resolve_tables(request.workflow, binding)
+        tables = await resolve_source_tables(request.workflow, binding, self._registry)
         with tracer.start_as_current_span("compile"):
-            session, console, compiled = await asyncio.to_thread(
-                self._compile, catalog, tables, request.workflow
-            )
+            prepared = await asyncio.to_thread(self._prepare, catalog, tables, request.workflow)
         bound = await self._registry.bind(
             registry_service_pb2.BindExecutionRequest(
                 execution_id=execution_id,
@@ -230,106 +163,18 @@ class ExecutionManager:
             fingerprint=digest,
             group=f"execution-{execution_id}",
         )
-        prepared = Prepared(session=session, catalog=catalog, compiled=compiled, console=console)
         self._forget_old()
         self._executions[execution_id] = local
         self._submitted += 1
         local.tasks += [
             beyond_the_call(self._run(local, prepared)),
-            beyond_the_call(self._sync(local)),
+            beyond_the_call(sync_with_registry(local, self._registry, self.cancel)),
         ]
         log.info(
             "execution accepted",
             extra={"execution_id": execution_id, "warehouse_id": warehouse_id},
         )
         return local.snapshot()
-
-    async def _resolve_tables(
-        self, workflow: workflow_pb2.Workflow, binding: registry_service_pb2.CatalogBinding
-    ) -> dict[str, tuple[str, ...]]:
-        """The tables Iceberg sources read; results of earlier executions resolved through the
-        registry. In the platform warehouse of a global mode, which holds every user's tables,
-        only those: a table named directly might be anybody's."""
-        tables: dict[str, tuple[str, ...]] = {}
-        for index, op in enumerate(workflow.operators):
-            if op.WhichOneof("kind") != "iceberg_table_source":
-                continue
-            source = op.iceberg_table_source
-            if source.WhichOneof("table") == "table_identifier":
-                if binding.owner_user_id == PLATFORM_OWNER:
-                    raise invalid_argument(
-                        [
-                            FieldViolation(
-                                f"workflow.operators[{index}].iceberg_table_source.table_identifier",
-                                "the platform warehouse is read through results of your own "
-                                "executions only (name one in result)",
-                            )
-                        ]
-                    )
-                tables[op.operator_id] = (
-                    *source.table_identifier.namespace,
-                    source.table_identifier.name,
-                )
-                continue
-            field_path = f"workflow.operators[{index}].iceberg_table_source.result"
-            try:
-                resolved = await self._registry.resolve_execution(source.result.execution_id)
-            except ServiceError as exc:
-                if exc.code != grpc.StatusCode.NOT_FOUND:
-                    raise
-                raise invalid_argument(
-                    [FieldViolation(field_path, f"no execution {source.result.execution_id}")]
-                ) from exc
-            if resolved.execution.warehouse_id != binding.warehouse_id:
-                raise invalid_argument(
-                    [FieldViolation(field_path, "that result is in another warehouse")]
-                )
-            output = next(
-                (
-                    o
-                    for o in resolved.execution.outputs
-                    if o.operator_id == source.result.operator_id
-                ),
-                None,
-            )
-            if output is None:
-                raise invalid_argument(
-                    [FieldViolation(field_path, "that execution has no such result")]
-                )
-            tables[op.operator_id] = (output.namespace, output.table_name)
-        return tables
-
-    def _compile(
-        self,
-        catalog: Catalog,
-        tables: dict[str, tuple[str, ...]],
-        workflow: workflow_pb2.Workflow,
-    ) -> tuple[SparkSession, Accumulator[list[ConsoleEntry]], CompiledWorkflow]:
-        """A session of the execution's own, its console accumulator, and the compiled
-        workflow; JVM calls, so on a thread."""
-        session = self._spark.newSession()
-        session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(self._spark)))
-        console = self._spark.sparkContext.accumulator([], ConsoleParam())
-
-        def read_iceberg(index: int, op: workflow_pb2.Operator) -> object:
-            try:
-                return read_table(
-                    session, catalog, tables[op.operator_id], op.iceberg_table_source.snapshot_id
-                )
-            except NoSuchTableError as exc:
-                raise OperatorProblem(
-                    f"no table {'.'.join(tables[op.operator_id])} in this warehouse"
-                ) from exc
-
-        compiler = WorkflowCompiler(
-            session,
-            console,
-            read_iceberg,  # type: ignore[arg-type]
-            self._file_roots,
-        )
-        compiled = compiler.compile(workflow)
-        check_queries(workflow, compiled, self._workflow_limits)
-        return session, console, compiled
 
     # Running ------------------------------------------------------------------------
 
@@ -380,7 +225,7 @@ class ExecutionManager:
             ),
             policy=self._policy,
             table_properties=properties,
-            reporter=_LoopReporter(self, local, loop),
+            reporter=_LoopReporter(self.spark_context, local, loop),
             cancel_reason=lambda: local.cancel_reason,
             time_limit_reason=lambda: local.time_limit_reason,
             limits=self._limits,
@@ -412,157 +257,31 @@ class ExecutionManager:
         )
         return issued(asyncio.run_coroutine_threadsafe(asked, loop).result())
 
-    def _changed(self, local: LocalExecution) -> None:
-        """Wakes watchers and the registry sync; loop thread only."""
-        previous, local.updated = local.updated, asyncio.Event()
-        previous.set()
-        local.dirty.set()
-
-    def mark_running(self, local: LocalExecution) -> None:
-        if not local.terminal:
-            local.execution.state = EX.EXECUTION_STATE_RUNNING
-            local.execution.start_time.CopyFrom(_now())
-            self._changed(local)
-
-    def mark_progress(self, local: LocalExecution, outputs: list[WrittenOutput]) -> None:
-        if local.terminal:
-            return
-        del local.execution.outputs[:]
-        local.execution.outputs.extend(
-            EX.ExecutionOutput(
-                operator_id=o.operator_id,
-                namespace=o.namespace,
-                table_name=o.table_name,
-                row_count=o.committed_rows,
-                snapshot_id=o.snapshot_id,
-                file_count=o.committed_files,
-            )
-            for o in outputs
-        )
-        local.execution.progress.rows_written = sum(o.rows for o in outputs)
-        local.execution.progress.commits = sum(o.commits for o in outputs)
-        self._changed(local)
-
-    def mark_finished(
-        self,
-        local: LocalExecution,
-        state: execution_pb2.ExecutionState.ValueType,
-        error: execution_pb2.ExecutionError | None,
-        counts: StageCounts | None = None,
-    ) -> None:
-        """counts: the run's last stage and task counts, if it ran (the periodic sample may
-        predate its last tasks)."""
-        if local.terminal:
-            return
-        if counts is not None:
-            self._show_progress(local, counts)
-        final = local.snapshot()
-        final.state = state
-        final.end_time.CopyFrom(_now())
-        if error is not None:
-            final.error.CopyFrom(error)
-        if state != EX.EXECUTION_STATE_SUCCEEDED:
-            del final.outputs[:]  # dropped with the partial results
-        local.final = final
-        local.decided.set()
-        local.dirty.set()  # shown once the registry has it (see _sync)
-        log.info(
-            "execution ended",
-            extra={
-                "execution_id": local.execution.execution_id,
-                "state": EX.ExecutionState.Name(state),
-            },
-        )
-
     async def sample_progress(self) -> None:
         """Spark's stage and task counts of every running execution, read on a thread."""
         context = self._spark.sparkContext
         for local in list(self._executions.values()):
             if local.execution.state == EX.EXECUTION_STATE_RUNNING:
                 counts = await asyncio.to_thread(stage_counts, context, local.group)
-                self._show_progress(local, counts)
+                local.show_progress(counts)
 
-    def _show_progress(self, local: LocalExecution, counts: StageCounts) -> None:
-        shown = StageCounts.shown_in(local.execution.progress)
-        if not local.terminal and (counts := counts.after(shown)) != shown:
-            counts.copy_to(local.execution.progress)
-            self._changed(local)
-
-    async def _sync(self, local: LocalExecution) -> None:
-        """Sends the latest view to the registry until it has recorded the final state, then
-        shows the registry's record of it."""
-        registry_ended = False
-        while True:
-            await local.dirty.wait()
-            local.dirty.clear()
-            sent = shown = local.final or local.snapshot()
-            if not registry_ended:
-                try:
-                    # The ledger's record, as GetExecution answers once the execution ended.
-                    shown = await self._registry.report(
-                        sent.execution_id,
-                        sent.state,
-                        error=sent.error if sent.HasField("error") else None,
-                        outputs=list(sent.outputs),
-                        progress=sent.progress,
-                    )
-                except ServiceError as exc:
-                    if exc.code == grpc.StatusCode.FAILED_PRECONDITION:
-                        # The registry ended it (this unit's lease lapsed): its word is final,
-                        # the run is stopped and its end is only shown here.
-                        registry_ended = True
-                        await self.cancel(local, "the registry ended the execution: " + exc.message)
-                        local.dirty.set()
-                        continue
-                    log.warning(
-                        "could not report to the registry; retrying",
-                        extra={"execution_id": sent.execution_id, "code": exc.code.name},
-                    )
-                    local.dirty.set()
-                    await asyncio.sleep(2.0)
-                    continue
-            if sent.state in TERMINAL:
-                local.execution.CopyFrom(shown)
-                self._changed(local)
-                return
-            # At most one report a second, changes meanwhile coalesced; but a final state goes
-            # out as soon as it is decided, since callers wait for it.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(local.decided.wait(), 1.0)
-
-    # Watching and cancelling --------------------------------------------------------
-
-    async def watch(self, local: LocalExecution) -> AsyncIterator[execution_pb2.Execution]:
-        while True:
-            changed = local.updated
-            snapshot = local.snapshot()
-            yield snapshot
-            if snapshot.state in TERMINAL:
-                return
-            await changed.wait()
+    # Cancelling ---------------------------------------------------------------------
 
     async def cancel(self, local: LocalExecution, reason: str) -> execution_pb2.Execution:
         if local.terminal or local.cancel_reason is not None:
             return local.snapshot()
         local.cancel_reason = reason or "cancelled by the user"
         if local.execution.state == EX.EXECUTION_STATE_QUEUED:
-            self.mark_finished(
-                local,
+            local.mark_finished(
                 EX.EXECUTION_STATE_CANCELLED,
                 EX.ExecutionError(reason="CANCELLED_BY_USER", message=local.cancel_reason),
             )
             with contextlib.suppress(TimeoutError):  # the registry may be slow; then QUEUED
                 async with asyncio.timeout(10.0):
-                    await self._shown(local)
+                    await local.shown()
         else:
             local.tasks.append(beyond_the_call(self._keep_cancelling(local)))
         return local.snapshot()
-
-    @staticmethod
-    async def _shown(local: LocalExecution) -> None:
-        """Waits until the final state is recorded and shown."""
-        while local.execution.state not in TERMINAL:
-            await local.updated.wait()
 
     async def _keep_cancelling(self, local: LocalExecution) -> None:
         """Cancels the run's Spark jobs until it ends: a job group's cancel reaches only the
@@ -590,18 +309,18 @@ class ExecutionManager:
 
 @dataclass
 class _LoopReporter:
-    """Hands a run's reports (from its thread) to the manager on the event loop."""
+    """Hands a run's reports (from its thread) to its execution's view on the event loop."""
 
-    manager: ExecutionManager
+    spark_context: SparkContext
     local: LocalExecution
     loop: asyncio.AbstractEventLoop
 
     def running(self) -> None:
-        self.loop.call_soon_threadsafe(self.manager.mark_running, self.local)
+        self.loop.call_soon_threadsafe(self.local.mark_running)
 
     def progress(self, outputs: list[WrittenOutput]) -> None:
         snapshot = [WrittenOutput(**vars(o)) for o in outputs]
-        self.loop.call_soon_threadsafe(self.manager.mark_progress, self.local, snapshot)
+        self.loop.call_soon_threadsafe(self.local.mark_progress, snapshot)
 
     def finished(
         self,
@@ -609,5 +328,5 @@ class _LoopReporter:
         error: execution_pb2.ExecutionError | None,
     ) -> None:
         succeeded = state == EX.EXECUTION_STATE_SUCCEEDED
-        counts = stage_counts(self.manager.spark_context, self.local.group, final=succeeded)
-        self.loop.call_soon_threadsafe(self.manager.mark_finished, self.local, state, error, counts)
+        counts = stage_counts(self.spark_context, self.local.group, final=succeeded)
+        self.loop.call_soon_threadsafe(self.local.mark_finished, state, error, counts)

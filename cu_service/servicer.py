@@ -14,7 +14,8 @@ from typing import Any, TypeGuard
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cu_service.manager import ExecutionManager, LocalExecution
+from cu_service.execution_view import LocalExecution
+from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
@@ -128,7 +129,7 @@ class ExecutionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
                 raise self._elsewhere(recorded)
             yield es.WatchExecutionResponse(execution=recorded, event_time=recorded.end_time)
             return
-        async for execution in self._manager.watch(local):
+        async for execution in local.watch():
             now = Timestamp()
             now.GetCurrentTime()
             yield es.WatchExecutionResponse(execution=execution, event_time=now)
