@@ -47,6 +47,8 @@ from texera.lake.v1 import (
 ROWS = 10
 CONDITION = "id % 2 = 0"
 WORKFLOW = range_then("small", {"end": ROWS}, "even", {"filter": {"condition": CONDITION}})
+#: The rows CONDITION keeps of the range: what the first page and the floor must hold.
+KEPT_ROWS = len([i for i in range(ROWS) if i % 2 == 0])
 
 
 class Client:
@@ -154,20 +156,19 @@ def small_latency(stack: Stack, warehouse_id: str, runs: int, warmup: int) -> Sm
     runs first, and its Spark is stopped before the workflow runs: its JVM keeps compiling
     for a while after each job, on the cores the mesh needs. The workflow's first execution
     starts the user's unit; the runs measured wait until that unit has warmed up."""
-    expected = len([i for i in range(ROWS) if i % 2 == 0])
     spark = start_spark(ComputingUnitSettings(spark_master="local[2]"))
     try:
         for _ in range(warmup):
-            seconds(lambda: floor(spark), expected)
-        bare = [seconds(lambda: floor(spark), expected) for _ in range(runs)]
+            seconds(lambda: floor(spark), KEPT_ROWS)
+        bare = [seconds(lambda: floor(spark), KEPT_ROWS) for _ in range(runs)]
     finally:
         spark.stop()
     client = Client(stack, warehouse_id)
-    first = seconds(client.run, expected)  # the user's unit starts
+    first = seconds(client.run, KEPT_ROWS)  # the user's unit starts
     waited = settled()
     for _ in range(warmup):
-        seconds(client.run, expected)
-    ours = [seconds(client.run, expected) for _ in range(runs)]
+        seconds(client.run, KEPT_ROWS)
+    ours = [seconds(client.run, KEPT_ROWS) for _ in range(runs)]
     trace = traced_run(stack, client, stack.state_dir / "client-trace.log")
     return SmallLatency(ours, bare, trace, first, waited)
 

@@ -38,11 +38,10 @@ from benchmarks.shared import (
     run_execution,
     settled,
 )
-from benchmarks.small_workflow import ROWS, Client, percentile, seconds
+from benchmarks.small_workflow import KEPT_ROWS, Client, percentile, seconds
 from embedded_stack.spark_cluster import Cluster, standalone_cluster
 from texera.lake.v1 import workflow_pb2
 
-SMALL_ROWS = len([i for i in range(ROWS) if i % 2 == 0])
 #: The wide workflow's groups: what GROUPED_QUERY makes of any range of at least as many rows.
 GROUPS = 1000
 GROUPED_QUERY = "SELECT id % 1000 AS g, count(*) AS c, sum(id) AS s FROM numbers GROUP BY id % 1000"
@@ -73,11 +72,11 @@ def measure(measured: Lake, sizes: Sizes, check: Callable[[], None]) -> Measured
     """Both workflows on a stack's unit, once the unit started and the stack is quiet; check()
     after each wide run."""
     client = Client(measured.stack, measured.warehouse.warehouse_id)
-    seconds(client.run, SMALL_ROWS)  # the user's unit starts
+    seconds(client.run, KEPT_ROWS)  # the user's unit starts
     settled()
     for _ in range(sizes.warmup):
-        seconds(client.run, SMALL_ROWS)
-    small = [seconds(client.run, SMALL_ROWS) for _ in range(sizes.runs)]
+        seconds(client.run, KEPT_ROWS)
+    small = [seconds(client.run, KEPT_ROWS) for _ in range(sizes.runs)]
     flow = wide_workflow(sizes.rows)
     wide = []
     for _ in range(sizes.wide_runs + 1):  # the first one untimed

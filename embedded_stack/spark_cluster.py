@@ -55,6 +55,7 @@ class Cluster:
 
 
 def _spark_process(name: str, main_class: str, args: list[str], logs: Path) -> ManagedProcess:
+    """A master or worker JVM, run by the PySpark package's spark-class."""
     env = {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
