@@ -3,10 +3,14 @@
 Heartbeats run on a thread of their own with their own event loop and channel,
 so that they stay on time whatever the unit's main loop is doing.
 
-A heartbeat the registry refuses with NOT_FOUND means the lease lapsed (the
-registry could not be reached for too long, say) and the registry has failed
-this unit's unfinished executions: they are cancelled here too, and the unit
-registers again.
+Any other failure (the registry, or its database, unreachable) is only logged:
+heartbeats go on at their interval, however long the outage, and nothing here
+gives up, cancels or registers again; once the registry is back it records the
+next heartbeat, and holds its lease sweep long enough for it (see
+warehouse_service.leases). A heartbeat the registry refuses with NOT_FOUND means
+the lease did lapse (the unit could not reach the registry for a lease, say) and
+the registry has failed this unit's unfinished executions: they are cancelled
+here too, and the unit registers again.
 """
 
 from __future__ import annotations
@@ -22,25 +26,34 @@ import grpc
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from service_runtime.errors import ServiceError
+from service_runtime.retry import RetryPolicy, retry_async
 
 log = logging.getLogger("cu_service.lease")
 
+#: Registering waits for the registry as long as it takes (at start, it may not be up yet).
+REGISTER_RETRY = RetryPolicy(
+    window_seconds=float("inf"), first_wait_seconds=0.5, longest_wait_seconds=2.0
+)
+#: What a registry that cannot answer yet (or whose database cannot) answers.
+_PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def _passing(error: BaseException) -> bool:
+    return isinstance(error, ServiceError) and error.code in _PASSING
+
 
 async def register(
-    registry: RegistryClient, endpoint: str, capacity: int, retry_seconds: float = 2.0
+    registry: RegistryClient, endpoint: str, capacity: int, policy: RetryPolicy = REGISTER_RETRY
 ) -> float:
     """Registers, retrying while the registry is unavailable; returns the heartbeat interval."""
-    while True:
-        try:
-            response = await registry.register(endpoint, capacity)
-        except ServiceError as exc:
-            if exc.code != grpc.StatusCode.UNAVAILABLE:
-                raise
-            log.warning("the registry is unavailable; registering again shortly")
-            await asyncio.sleep(retry_seconds)
-            continue
-        log.info("registered", extra={"computing_unit_id": registry.unit_id, "endpoint": endpoint})
-        return max(response.heartbeat_interval.ToTimedelta().total_seconds(), 0.2)
+    response = await retry_async(
+        lambda: registry.register(endpoint, capacity),
+        policy=policy,
+        transient=_passing,
+        what="registering with the registry",
+    )
+    log.info("registered", extra={"computing_unit_id": registry.unit_id, "endpoint": endpoint})
+    return max(response.heartbeat_interval.ToTimedelta().total_seconds(), 0.2)
 
 
 class HeartbeatThread:
@@ -87,7 +100,10 @@ class HeartbeatThread:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), interval)
                     return
-                interval = await self._once(registry) or interval
+                try:
+                    interval = await self._once(registry) or interval
+                except Exception:  # the heartbeats are the unit's life: they never stop
+                    log.exception("heartbeat failed unexpectedly; beating on")
         finally:
             await registry.close()
 

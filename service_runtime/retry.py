@@ -39,7 +39,10 @@ class RetryPolicy:
 
     def wait(self, attempt: int) -> float:
         """The wait after the given failed attempt (1 for the first)."""
-        base = min(self.longest_wait_seconds, self.first_wait_seconds * 2.0 ** (attempt - 1))
+        # The doubling stops long before a float would overflow (an unbounded window's
+        # thousandth attempt and beyond).
+        doubled = self.first_wait_seconds * 2.0 ** min(attempt - 1, 64)
+        base = min(self.longest_wait_seconds, doubled)
         return base + random.uniform(0, base / 4)  # noqa: S311 - jitter, not secrecy
 
 

@@ -19,7 +19,7 @@ from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing
 from warehouse_service.execution_deletion import ExecutionDeletionServicer
 from warehouse_service.execution_tokens import ExecutionTokens
-from warehouse_service.leases import sweep_forever
+from warehouse_service.leases import LeaseSweep
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.maintenance import TableMaintenance
 from warehouse_service.queue_worker import QueueWorker
@@ -104,9 +104,12 @@ def build() -> ServiceProcess:
             await platform_warehouse.prepare_sql_catalog(settings)
         if settings.mode.is_global:
             await warehouses.create_platform(platform_warehouse.create_request(settings))
-        background.append(
-            asyncio.create_task(sweep_forever(db, settings.heartbeat_interval_seconds))
+        leases = LeaseSweep(
+            db,
+            interval_seconds=settings.heartbeat_interval_seconds,
+            lease_seconds=settings.lease_seconds,
         )
+        background.append(asyncio.create_task(leases.run_forever()))
         background.append(asyncio.create_task(supervisor.watch_forever()))
         background.append(asyncio.create_task(cleaner.run_forever()))
         background.append(asyncio.create_task(meter.run_forever()))

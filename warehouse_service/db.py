@@ -65,6 +65,9 @@ class Database:
         self._url = url
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
+        #: Calls that found the database unreachable since this process started: whoever must
+        #: know whether it was unreachable meanwhile (the lease sweep) compares two readings.
+        self.outages = 0
 
     async def open(self, *, retry_seconds: float = 2.0) -> None:
         """Creates the pool and applies migrations, waiting for the database if it is down."""
@@ -93,11 +96,13 @@ class Database:
         try:
             connection = await self._pool.acquire(timeout=5)
         except DATABASE_DOWN as exc:
+            self.outages += 1
             log.warning("no database connection", extra={"error": type(exc).__name__})
             raise unavailable() from exc
         try:
             yield connection
         except DATABASE_DOWN as exc:
+            self.outages += 1
             log.warning("database call failed", extra={"error": type(exc).__name__})
             # Never hand a connection that saw an outage out again (unless the pool has already
             # taken it back, closed).

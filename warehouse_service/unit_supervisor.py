@@ -29,6 +29,7 @@ from service_runtime.config import ENV_PREFIX
 from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec
 from warehouse_service.db import Connection, Database
+from warehouse_service.leases import lease_lapsed
 from warehouse_service.unit_credentials import UnitCredentials
 
 log = logging.getLogger("warehouse_service.units")
@@ -327,15 +328,15 @@ class UnitSupervisor:
         registered, or that never registered in time; stops idle ones."""
         async with self._db.connection() as connection:
             live = await connection.fetch(
-                """
+                f"""
                 SELECT u.unit_id, u.state,
                        coalesce(u.launched_at, u.created_at)
                            < now() - make_interval(secs => $1) AS late,
-                       coalesce(r.state = 'HEALTHY' AND r.lease_expires_at > now(), false)
-                           AS registered
+                       coalesce(r.state = 'HEALTHY' AND NOT {lease_lapsed("r.lease_expires_at")},
+                                false) AS registered
                 FROM units u LEFT JOIN computing_units r ON r.computing_unit_id = u.unit_id
                 WHERE u.state IN ('PROVISIONING', 'RUNNING')
-                """,
+                """,  # noqa: S608 - lease_lapsed is constant SQL
                 self._start_timeout,
             )
             idle = await connection.fetch(

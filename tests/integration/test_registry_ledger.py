@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 
 from embedded_stack.stack import Stack
+from tests.conftest import TEST_STACK_ENV
 from tests.integration.mesh import (
     RegistryClient,
     bad_fields,
@@ -321,6 +324,68 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
     assert unit.subject not in healthy_units(stack)
     register_unit(stack, unit.subject)
     assert unit.subject in healthy_units(stack)
+
+
+def _in_database(stack: Stack, query: str, *args: Any) -> Any:
+    """One row of a query on the registry's database."""
+
+    async def run() -> Any:
+        connection = await asyncpg.connect(stack.database_url)
+        try:
+            return await connection.fetchrow(query, *args)
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+def test_a_lease_that_lapses_under_the_sweeps_hold_is_swept_once_the_hold_passed(
+    stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
+) -> None:
+    """What follows an outage of the registry's database (see warehouse_service.leases): a
+    hold, during which neither the sweep nor the unit supervisor takes a lapsed lease for a
+    lost unit; once it has passed, the unit is lost as any other."""
+    execution_id = new_id()
+    bind(alice, execution_id, warehouse_id, unit)
+    report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
+    lease = float(TEST_STACK_ENV["TEXERA_LAKE_WAREHOUSE_LEASE_SECONDS"])
+    hold_until = _in_database(
+        stack,
+        "UPDATE lease_sweep_hold SET hold_until = greatest(hold_until, "
+        "now() + make_interval(secs => $1)) RETURNING hold_until",
+        2 * lease + 2,
+    )["hold_until"]
+
+    # No more heartbeats: the lease lapses after 6 s, the hold after 14.
+    lapsed_while_held = False
+    while True:
+        now = _in_database(
+            stack,
+            "SELECT now() < $1 AS held, lease_expires_at < now() AS lapsed, "
+            "(SELECT state FROM executions WHERE execution_id = $3) AS state "
+            "FROM computing_units WHERE computing_unit_id = $2",
+            hold_until,
+            unit.subject,
+            execution_id,
+        )
+        if not now["held"]:
+            break
+        assert now["state"] == "RUNNING"
+        lapsed_while_held |= now["lapsed"]
+        time.sleep(0.5)
+    assert lapsed_while_held
+
+    deadline = time.monotonic() + 10
+    while True:
+        state = alice.call(
+            alice.ledger.ResolveExecution, rs.ResolveExecutionRequest(execution_id=execution_id)
+        ).execution
+        if state.state == EX.EXECUTION_STATE_FAILED or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert state.state == EX.EXECUTION_STATE_FAILED
+    assert state.error.reason == "COMPUTING_UNIT_LOST"
+    assert unit.subject not in healthy_units(stack)
 
 
 def test_a_restarted_unit_fails_what_it_ran_before(

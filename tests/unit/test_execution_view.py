@@ -4,6 +4,7 @@ and shown only as the registry recorded it; watchers see every change until then
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any, cast
 
 import grpc
@@ -36,9 +37,17 @@ class Ledger:
     """Stands in for the registry's ledger: records what it is sent, as the registry's
     ReportExecution does, or fails with the errors given first."""
 
-    def __init__(self, *failures: ServiceError) -> None:
+    def __init__(self, *failures: ServiceError, record: EX.Execution | None = None) -> None:
         self.failures = list(failures)
         self.reports: list[EX.Execution] = []
+        #: What ResolveExecution answers: the ledger's record of an execution it ended itself.
+        self.record = record
+        self.resolved = 0
+
+    async def resolve_execution(self, execution_id: str) -> Any:
+        assert self.record is not None, "the ledger was asked for a record it does not hold"
+        self.resolved += 1
+        return SimpleNamespace(execution=self.record)
 
     async def report(self, execution_id: str, state: int, **fields: Any) -> EX.Execution:
         if self.failures:
@@ -143,10 +152,21 @@ async def test_a_final_state_the_registry_did_not_take_is_sent_again(
     assert local.execution.error.reason == "X"
 
 
-async def test_an_execution_the_registry_ended_is_cancelled_and_ends_here() -> None:
+LOST = EX.Execution(
+    execution_id="e-1",
+    state=EX.EXECUTION_STATE_FAILED,
+    error=EX.ExecutionError(reason="COMPUTING_UNIT_LOST", message="its lease lapsed"),
+)
+
+
+async def test_an_execution_the_registry_ended_is_cancelled_and_shown_as_the_ledger_has_it() -> (
+    None
+):
     local = queued()
     local.mark_running()
-    ledger = Ledger(ServiceError(grpc.StatusCode.FAILED_PRECONDITION, "the lease lapsed"))
+    ledger = Ledger(
+        ServiceError(grpc.StatusCode.FAILED_PRECONDITION, "the lease lapsed"), record=LOST
+    )
     reasons: list[str] = []
 
     async def cancel(cancelled: LocalExecution, why: str) -> None:
@@ -156,4 +176,36 @@ async def test_an_execution_the_registry_ended_is_cancelled_and_ends_here() -> N
     await asyncio.wait_for(sync_with_registry(local, cast(RegistryClient, ledger), cancel), 5)
     assert reasons == ["the registry ended the execution: the lease lapsed"]
     assert ledger.reports == []  # its word was final: nothing more is sent
-    assert local.execution.state == EX.EXECUTION_STATE_CANCELLED
+    assert local.execution.state == EX.EXECUTION_STATE_FAILED
+    assert local.execution.error.reason == "COMPUTING_UNIT_LOST"
+
+
+async def test_a_success_the_registry_refused_is_never_shown() -> None:
+    """The run succeeded here after the registry had failed it (its lease lapsed): watchers
+    see the ledger's FAILED, the only state anyone else can read, never SUCCEEDED."""
+    local = queued()
+    ledger = Ledger(
+        ServiceError(grpc.StatusCode.FAILED_PRECONDITION, "already ended failed"), record=LOST
+    )
+    watched: list[int] = []
+
+    async def watch() -> None:
+        async for view in local.watch():
+            watched.append(view.state)
+
+    async def cancel(cancelled: LocalExecution, why: str) -> None:
+        assert cancelled.terminal  # nothing left to stop
+
+    watching = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    local.mark_running()
+    local.mark_progress([OUTPUT])
+    local.mark_finished(EX.EXECUTION_STATE_SUCCEEDED, None)
+    await asyncio.wait_for(sync_with_registry(local, cast(RegistryClient, ledger), cancel), 5)
+    await asyncio.wait_for(watching, 5)
+
+    assert ledger.resolved == 1
+    assert local.execution.state == EX.EXECUTION_STATE_FAILED
+    assert list(local.execution.outputs) == []
+    assert EX.EXECUTION_STATE_SUCCEEDED not in watched
+    assert watched[-1] == EX.EXECUTION_STATE_FAILED

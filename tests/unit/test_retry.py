@@ -84,6 +84,11 @@ def test_waits_grow_exponentially_with_bounded_jitter() -> None:
         assert len(waits) > 1  # jittered
 
 
+def test_an_unbounded_window_waits_its_longest_however_many_attempts() -> None:
+    policy = RetryPolicy(window_seconds=float("inf"), longest_wait_seconds=2.0)
+    assert all(2.0 <= policy.wait(attempt) <= 2.5 for attempt in (1025, 10**6))
+
+
 async def test_coroutines_are_retried_alike() -> None:
     call = Flaky(ConnectionRefusedError())
 

@@ -1,0 +1,129 @@
+"""A computing unit's side of its lease: heartbeats go on through an outage of the registry
+(or of its database) without cancelling anything or registering again; only a lease the
+registry says lapsed does that; registering waits for a registry that cannot answer yet."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+import grpc
+import pytest
+
+from cu_service.lease import HeartbeatThread, register
+from cu_service.manager import ExecutionManager
+from cu_service.registry import RegistryClient
+from service_runtime.errors import ServiceError
+from service_runtime.retry import RetryPolicy
+from texera.lake.internal.v1 import registry_service_pb2
+
+QUICK = RetryPolicy(
+    window_seconds=float("inf"), first_wait_seconds=0.001, longest_wait_seconds=0.01
+)
+
+
+def refusal(code: grpc.StatusCode) -> ServiceError:
+    return ServiceError(code, code.name.lower())
+
+
+class Registry:
+    """Answers heartbeats and registrations with the failures given, in turn, then success."""
+
+    def __init__(self, *heartbeats: ServiceError | None, registrations: int = 0) -> None:
+        self.heartbeats = list(heartbeats)
+        self.beats = 0
+        self.failed_registrations = [refusal(grpc.StatusCode.UNAVAILABLE)] * registrations
+        self.registered = 0
+        self.unit_id = "cu-1"
+
+    async def heartbeat(self, running: int, queued: int) -> None:
+        self.beats += 1
+        if self.heartbeats and (failure := self.heartbeats.pop(0)) is not None:
+            raise failure
+
+    async def register(
+        self, endpoint: str, capacity: int
+    ) -> registry_service_pb2.RegisterComputingUnitResponse:
+        if self.failed_registrations:
+            raise self.failed_registrations.pop(0)
+        self.registered += 1
+        response = registry_service_pb2.RegisterComputingUnitResponse()
+        response.heartbeat_interval.FromMilliseconds(200)
+        return response
+
+    async def close(self) -> None:
+        pass
+
+
+class Manager:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def counts(self) -> tuple[int, int]:
+        return 2, 0
+
+    async def cancel_all(self, reason: str) -> None:
+        self.cancelled.append(reason)
+
+
+async def beat_until(registry: Registry, manager: Manager, beats: int) -> None:
+    thread = HeartbeatThread(
+        lambda: cast(RegistryClient, registry),
+        cast(ExecutionManager, manager),
+        "127.0.0.1:1",
+        4,
+        interval=0.001,
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    try:
+        while registry.beats < beats:
+            assert time.monotonic() < deadline, f"only {registry.beats} heartbeats"
+            await asyncio.sleep(0.01)
+    finally:
+        thread.stop()
+    await asyncio.sleep(0.05)  # what the heartbeat thread handed the unit's loop, done
+
+
+async def test_heartbeats_go_on_through_an_outage_and_cancel_nothing() -> None:
+    outage = [refusal(grpc.StatusCode.UNAVAILABLE)] * 30 + [
+        refusal(grpc.StatusCode.DEADLINE_EXCEEDED),
+        refusal(grpc.StatusCode.INTERNAL),
+    ]
+    registry, manager = Registry(*outage), Manager()
+    await beat_until(registry, manager, len(outage) + 5)
+    assert manager.cancelled == []
+    assert registry.registered == 0
+
+
+async def test_a_lapsed_lease_cancels_the_executions_and_registers_again() -> None:
+    registry = Registry(refusal(grpc.StatusCode.NOT_FOUND), registrations=1)
+    manager = Manager()
+    await beat_until(registry, manager, 5)
+    assert manager.cancelled == ["the computing unit lost its lease with the registry"]
+    assert registry.registered == 1
+
+
+async def test_heartbeats_outlive_a_registration_the_registry_refuses() -> None:
+    registry = Registry(refusal(grpc.StatusCode.NOT_FOUND))
+    registry.failed_registrations = [refusal(grpc.StatusCode.PERMISSION_DENIED)]
+    manager = Manager()
+    await beat_until(registry, manager, 5)
+    assert registry.registered == 0  # refused, not retried in a loop of its own
+    assert registry.beats >= 5  # but the heartbeats went on
+
+
+async def test_registering_waits_for_a_registry_that_cannot_answer_yet() -> None:
+    registry = Registry(registrations=5)
+    interval = await register(cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK)
+    assert interval == 0.2
+    assert registry.registered == 1
+
+
+async def test_registering_refused_for_good_is_raised() -> None:
+    registry: Any = Registry()
+    registry.failed_registrations = [refusal(grpc.StatusCode.PERMISSION_DENIED)]
+    with pytest.raises(ServiceError) as raised:
+        await register(cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK)
+    assert raised.value.code == grpc.StatusCode.PERMISSION_DENIED
