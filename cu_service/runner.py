@@ -42,6 +42,7 @@ from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure
 from cu_service.writer.output import OutputCommit, OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import RESULTS, result_table
 from lake_tables.uncommitted import data_folder, delete_folder
+from service_runtime.redaction import without_credentials
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.runner")
@@ -348,17 +349,26 @@ def _reason(exc: BaseException) -> str:
 
 
 def _summary(exc: BaseException) -> str:
-    """One line about a failure, without Java stack traces; for a failure in a Python
+    """One line about a failure, at most 1,000 characters and without credentials or Java
+    stack traces: for the catalog's error, the type and message of its answer (pyiceberg's
+    exception carries those of the Iceberg REST error body); for a failure in a Python
     worker, the Python exception and its message."""
+    return without_credentials(_first_line(exc))[:1000]
+
+
+def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
+    if isinstance(exc, RESTError):
+        answer = " ".join(text.split()) or "no message"
+        return f"the catalog answered with an error ({type(exc).__name__}): {answer}"
     if (python := _python_exception(text)) is not None:
-        return python[:1000]
+        return python
     for raw in text.splitlines():
         line = raw.strip()
         if line and not line.startswith(("at ", "An error occurred while calling")) and line != ":":
             # A task's failure: Spark's "Job aborted ... Lost task ..." before the error itself.
             found = _SPARK_ERROR_CLASS.search(line)
-            return line[found.start() if found else 0 :][:1000]
+            return line[found.start() if found else 0 :]
     return type(exc).__name__
 
 

@@ -3,7 +3,9 @@
 Every method takes the request as the bytes the caller sent and answers with
 the bytes a backend sent (or, where the gateway answers itself, a message).
 Before anything is forwarded, the caller has been authenticated (the server
-interceptor) and counted against its rate limit. WarehouseService,
+interceptor), the request checked to decode as the method's message (bytes that
+do not are INVALID_ARGUMENT, see service_runtime.undecodable) and the call counted
+against the caller's rate limit. WarehouseService,
 ComputingUnitService and RetentionService go to the warehouse service (the registry),
 ResultService to the result service, ExecutionService to computing units (see executions).
 """
@@ -24,7 +26,7 @@ from gateway.executions import ExecutionRoutes
 from gateway.forwarding import Backend
 from gateway.policy import REPEATABLE, Repeat, may_repeat
 from gateway.rate_limit import RateLimiter
-from service_runtime import wire
+from service_runtime import undecodable, wire
 from service_runtime.context import current_identity
 from service_runtime.errors import ServiceError
 from service_runtime.server import ServiceBinding
@@ -132,7 +134,7 @@ def binding(
     handlers = {
         method.name: wire.handler_factory(False, method.server_streaming)(
             admission.around(behavior_of(method), method.server_streaming),
-            request_deserializer=None,
+            request_deserializer=undecodable.checked(GetMessageClass(method.input_type)),
             response_serializer=wire.serialize,
         )
         for method in service.methods

@@ -108,6 +108,16 @@ def invalid_argument(violations: Iterable[FieldViolation]) -> ServiceError:
     )
 
 
+def malformed_request(cause: str) -> ServiceError:
+    """INVALID_ARGUMENT for a request whose bytes are not the method's request message;
+    cause is the decoder's message."""
+    return ServiceError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"the request could not be decoded: {cause}",
+        reason="MALFORMED_REQUEST",
+    )
+
+
 class Resource(Enum):
     """What a caller may name and not find; NOT_FOUND's reason is ``<NAME>_NOT_FOUND``."""
 

@@ -4,7 +4,9 @@ For each call it takes (or makes) the request id, verifies the caller's token,
 makes the identity and request id visible to the handler and to log lines,
 logs the call (the request redacted, at DEBUG), counts it in the metrics, and
 turns what the handler raised into a status: a ServiceError into its code and
-details, anything unexpected into INTERNAL with no internals in the message.
+details, a request that cannot be decoded into INVALID_ARGUMENT (see undecodable),
+anything unexpected into INTERNAL with no internals in the message. A call the
+client ends (a cancelled stream) is logged as CANCELLED, at INFO like any other.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from service_runtime import auth, context, metrics
+from service_runtime import auth, context, metrics, undecodable
 from service_runtime.errors import ServiceError
 from service_runtime.redaction import redacted_json
 
@@ -41,6 +43,10 @@ PUBLIC_SERVICES = frozenset(
 )
 
 Behavior = Callable[..., Any]
+#: What a server interceptor hands a call on to: the next interceptor, or the handler.
+Continuation = Callable[
+    [grpc.HandlerCallDetails], Awaitable["grpc.RpcMethodHandler[Any, Any] | None"]
+]
 
 
 class _CallScope:
@@ -67,9 +73,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
+        continuation: Continuation,
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
@@ -80,16 +84,20 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             for key, value in (handler_call_details.invocation_metadata or ())
             if isinstance(value, str)
         }
-        return _rewrap(
+        deserializer = handler.request_deserializer
+        return rewrap(
             handler,
             lambda behavior, kind: self._wrap(
                 behavior, kind, handler_call_details.method, metadata
             ),
+            None if deserializer is None else undecodable.deferring(deserializer),
         )
 
     def _wrap(
         self, behavior: Behavior, kind: str, method: str, metadata: dict[str, str]
     ) -> Behavior:
+        if kind.startswith("stream_"):
+            behavior = _with_decoded_requests(behavior)
         if kind.endswith("_stream"):
 
             async def streaming_behavior(
@@ -126,7 +134,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
     async def _admit(
         self, scope: _CallScope, request: Any, call: grpc.aio.ServicerContext[Any, Any]
     ) -> bool:
-        """Sends the request id back and verifies the caller; False if refused."""
+        """Sends the request id back and verifies the caller; False if refused. Raises
+        INVALID_ARGUMENT for a request that could not be decoded."""
         await call.send_initial_metadata(((REQUEST_ID_KEY, scope.request_id),))
         if not scope.public:
             try:
@@ -138,6 +147,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                     grpc.StatusCode.UNAUTHENTICATED, str(exc), reason=exc.reason
                 )
                 return False
+        undecodable.refuse(request)
         if log.isEnabledFor(logging.DEBUG) and isinstance(request, Message):
             extra: dict[str, Any] = {"rpc": scope.method, "request": redacted_json(request)}
             if (remaining := call.time_remaining()) is not None:
@@ -164,7 +174,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             code = call.code()
             scope.code = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # GeneratorExit: a stream closed early
             scope.code = grpc.StatusCode.CANCELLED
             raise
         except NotImplementedError:
@@ -203,10 +213,22 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             await call.abort(status.code, status.details, status.trailing_metadata)
 
 
-def _rewrap(
-    handler: grpc.RpcMethodHandler[Any, Any], wrap: Callable[[Behavior, str], Behavior]
+def _with_decoded_requests(behavior: Behavior) -> Behavior:
+    """behavior, given a request stream that raises at an undecodable message."""
+
+    def checked(requests: AsyncIterator[Any], call: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return behavior(undecodable.decoded(requests), call)
+
+    return checked
+
+
+def rewrap(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    wrap: Callable[[Behavior, str], Behavior],
+    request_deserializer: Callable[[bytes], Any] | None,
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """The same handler with its behavior wrapped, whatever its streaming kind."""
+    """The same handler with its behavior wrapped, whatever its streaming kind, and with
+    request_deserializer."""
     kinds: Sequence[tuple[str, Callable[..., grpc.RpcMethodHandler[Any, Any]]]] = (
         ("unary_unary", grpc.unary_unary_rpc_method_handler),
         ("unary_stream", grpc.unary_stream_rpc_method_handler),
@@ -218,7 +240,7 @@ def _rewrap(
         if behavior is not None:
             return make(
                 wrap(behavior, kind),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=request_deserializer,
                 response_serializer=handler.response_serializer,
             )
     raise ValueError("method handler has no behavior")

@@ -1,11 +1,15 @@
-"""Blanking of the fields marked ``(texera.lake.v1.sensitive) = true``.
+"""Blanking of the fields marked ``(texera.lake.v1.sensitive) = true``, and of credentials in
+free text.
 
 Works on any message type by reading the option from the descriptors, so a
-new secret field is redacted as soon as the .proto marks it.
+new secret field is redacted as soon as the .proto marks it. Text that others
+wrote (a catalog's error message shown to a user) goes through
+without_credentials.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from google.protobuf import json_format
@@ -84,3 +88,27 @@ def redact(message: Message) -> Message:
 def redacted_json(message: Message) -> dict[str, Any]:
     """The redacted message as a JSON-compatible dict, for log lines."""
     return json_format.MessageToDict(redact(message), preserving_proto_field_name=True)
+
+
+#: Credentials as they appear in text: bearer tokens, JWTs, AWS access key ids, passwords in
+#: URLs, and values named as secrets (``secret=…``, ``"token": "…"``).
+_CREDENTIALS = (
+    (re.compile(r"(?i)\b(bearer\s+)[\w.~+/=-]+"), rf"\1{REDACTED}"),
+    (re.compile(r"\beyJ[\w-]*\.[\w-]+\.[\w-]*"), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{12,}\b"), REDACTED),
+    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), rf"\1{REDACTED}@"),
+    (
+        re.compile(
+            r"(?i)\b([\w-]*(?:secret|token|password|passwd|signature|credential|api[_-]?key)"
+            r"[\w-]*[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]+"
+        ),
+        rf"\1{REDACTED}",
+    ),
+)
+
+
+def without_credentials(text: str) -> str:
+    """text with anything that looks like a credential blanked."""
+    for pattern, replacement in _CREDENTIALS:
+        text = pattern.sub(replacement, text)
+    return text

@@ -2,7 +2,9 @@
 
 Every step may be repeated: a drop that someone already did is done, a warehouse
 already gone is deleted, and a deactivated (archived) warehouse is activated
-first, since a deactivated warehouse's Iceberg API answers nothing but 404.
+first, since a deactivated warehouse's Iceberg API answers nothing but 404. A
+warehouse the catalog protects from deletion is refused before anything is
+dropped, as the catalog itself would refuse its delete (PROTECTED).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Awaitable
 from warehouse_service.catalog_client import CatalogClient, CatalogError
 
 Contents = dict[tuple[str, ...], list[str]]
+#: Lakekeeper's error type for the delete of a protected warehouse.
+PROTECTED = "WarehouseProtected"
 
 
 async def contents(catalog: CatalogClient, name: str, catalog_warehouse_id: str) -> Contents:
@@ -44,7 +48,7 @@ async def delete(catalog: CatalogClient, catalog_warehouse_id: str, wait_seconds
             await _unless_gone(catalog.delete_warehouse(catalog_warehouse_id))
             return
         except CatalogError as exc:
-            if exc.status != 409 or time.monotonic() > deadline:
+            if exc.status != 409 or exc.error_type == PROTECTED or time.monotonic() > deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
@@ -59,6 +63,8 @@ async def _open_prefix(catalog: CatalogClient, name: str, catalog_warehouse_id: 
         if exc.status == 404:
             return None
         raise
+    if found.get("protected"):
+        raise CatalogError(409, PROTECTED, "Warehouse is protected")
     if found.get("status") == "inactive":
         await catalog.activate_warehouse(catalog_warehouse_id)
     return await catalog.prefix(name)

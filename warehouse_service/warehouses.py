@@ -160,6 +160,14 @@ def catalog_delete_failure(exc: CatalogError) -> ServiceError:
         return catalog_refused_registry(exc)
     metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
     message = exc.message or exc.error_type or f"HTTP {exc.status}"
+    if exc.error_type == catalog_purge.PROTECTED:  # 409 from Lakekeeper; whatever the status
+        return ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the catalog protects the warehouse from deletion: {message}; lift its protection "
+            "in the catalog, then delete it again",
+            reason="WAREHOUSE_PROTECTED",
+            metadata=metadata,
+        )
     if exc.status == 409:
         return ServiceError(
             grpc.StatusCode.FAILED_PRECONDITION,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 from sqlalchemy import create_engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from embedded_stack.dev_catalog.catalogs import WarehouseCatalogs
 from embedded_stack.dev_catalog.crypto import CredentialCipher
@@ -52,11 +53,9 @@ async def answer_errors(request: web.Request, handler: Handler) -> web.StreamRes
             "BadRequestException" if exc.status < 500 else "InternalServerError",
             exc.reason,
         )
-    except Exception:
+    except Exception as exc:
         log.exception("request failed", extra={"method": request.method, "path": request.path})
-        response = error_response(
-            500, "InternalServerError", "internal error; see the catalog's log"
-        )
+        response = error_response(500, *_internal_error(exc))
     log.info(
         "request",
         extra={
@@ -67,6 +66,15 @@ async def answer_errors(request: web.Request, handler: Handler) -> web.StreamRes
         },
     )
     return response
+
+
+def _internal_error(exc: Exception) -> tuple[str, str]:
+    """The type and message of a 500 answer: its database failing is a DatabaseError, as in
+    Lakekeeper. Only the kind of failure: its details (addresses, statements) stay in the log."""
+    if isinstance(exc, SQLAlchemyError):
+        cause = type(getattr(exc, "orig", None) or exc).__name__
+        return "DatabaseError", f"the catalog's database failed ({cause}); see the catalog's log"
+    return "InternalServerError", f"internal error ({type(exc).__name__}); see the catalog's log"
 
 
 async def health(request: web.Request) -> web.Response:

@@ -3,7 +3,9 @@
 Off unless the catalog runs with fault injection enabled; then
 ``PUT /dev/v1/warehouse/{id}/fault`` with ``{"delay-seconds": 2.5, "fail-status": 503}``
 affects every catalog and management request about that warehouse, and
-``DELETE`` on the same path clears it. Other warehouses are never touched.
+``DELETE`` on the same path clears it. Other warehouses are never touched. A
+failure's error body says ``InjectedFault`` unless ``fail-type`` and
+``fail-message`` say what a real catalog would (``DatabaseError``, say).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from embedded_stack.dev_catalog.errors import bad_request, error_response
 class Fault:
     delay_seconds: float = 0.0
     fail_status: int | None = None
+    fail_type: str = "InjectedFault"
+    fail_message: str = ""
 
 
 class Faults:
@@ -34,9 +38,8 @@ class Faults:
         if fault.delay_seconds:
             await asyncio.sleep(fault.delay_seconds)
         if fault.fail_status is not None:
-            return error_response(
-                fault.fail_status, "InjectedFault", f"injected failure for warehouse {warehouse_id}"
-            )
+            message = fault.fail_message or f"injected failure for warehouse {warehouse_id}"
+            return error_response(fault.fail_status, fault.fail_type, message)
         return None
 
     async def put(self, request: web.Request) -> web.Response:
@@ -47,7 +50,13 @@ class Faults:
             raise bad_request("BadRequestException", "delay-seconds must be a number >= 0")
         if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
             raise bad_request("BadRequestException", "fail-status must be an HTTP error status")
-        self._faults[request.match_info["warehouse_id"]] = Fault(float(delay), status)
+        error_type = body.get("fail-type", Fault.fail_type)
+        message = body.get("fail-message", "")
+        if not isinstance(error_type, str) or not error_type or not isinstance(message, str):
+            raise bad_request("BadRequestException", "fail-type and fail-message must be text")
+        self._faults[request.match_info["warehouse_id"]] = Fault(
+            float(delay), status, error_type, message
+        )
         return web.Response(status=204)
 
     async def clear(self, request: web.Request) -> web.Response:

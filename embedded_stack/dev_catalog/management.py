@@ -1,4 +1,5 @@
-"""Lakekeeper's management API (v0.13.3): bootstrap and warehouses."""
+"""Lakekeeper's management API (v0.13.3): bootstrap and warehouses (a protected warehouse is
+not deleted, as Lakekeeper's delete without `force`)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class ManagementApi:
             web.post(one + "/deactivate", self.deactivate_warehouse),
             web.post(one + "/activate", self.activate_warehouse),
             web.post(one + "/rename", self.rename_warehouse),
+            web.post(one + "/protection", self.set_protection),
         ]
 
     async def bootstrap(self, request: web.Request) -> web.Response:
@@ -104,6 +106,14 @@ class ManagementApi:
         record = await self.state.warehouse(request.match_info["warehouse_id"])
         await self.state.run(self.state.store.set_status, record.id, status)
         return web.Response(status=200)
+
+    async def set_protection(self, request: web.Request) -> web.Response:
+        record = await self.state.warehouse(request.match_info["warehouse_id"])
+        protected = (await json_body(request)).get("protected")
+        if not isinstance(protected, bool):
+            raise bad_request("BadRequestException", "protected must be true or false")
+        updated = await self.state.run(self.state.store.set_protected, record.id, protected)
+        return web.json_response({"protected": updated.protected, "updated_at": None})
 
     async def rename_warehouse(self, request: web.Request) -> web.Response:
         record = await self.state.warehouse(request.match_info["warehouse_id"])

@@ -16,6 +16,7 @@ from typing import Any
 from pyiceberg.catalog.sql import IcebergNamespaceProperties, IcebergTables, SqlCatalogBaseTable
 from sqlalchemy import (
     JSON,
+    Boolean,
     Column,
     DateTime,
     Engine,
@@ -57,6 +58,7 @@ _warehouses = Table(
     Column("storage_profile", JSON, nullable=False),
     Column("credential", LargeBinary, nullable=False),
     Column("credential_version", Integer, nullable=False),
+    Column("protected", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("project_id", "name"),
@@ -72,6 +74,8 @@ class WarehouseRecord:
     profile: S3Profile
     sealed_credential: bytes = field(repr=False)
     credential_version: int
+    #: Protected from deletion (Lakekeeper's set_warehouse_protection).
+    protected: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Lakekeeper's GetWarehouseResponse."""
@@ -84,7 +88,7 @@ class WarehouseRecord:
             "storage-credential-type": {"type": "s3", "credential-type": "access-key"},
             "delete-profile": {"type": "hard"},
             "status": self.status,
-            "protected": False,
+            "protected": self.protected,
             "allowed-format-versions": ALL_FORMAT_VERSIONS,
         }
 
@@ -98,6 +102,7 @@ def _record(row: Any) -> WarehouseRecord:
         profile=S3Profile.from_json(row.storage_profile),
         sealed_credential=row.credential,
         credential_version=row.credential_version,
+        protected=row.protected,
     )
 
 
@@ -130,6 +135,13 @@ class CatalogStore:
 
     def ensure_schema(self) -> None:
         _metadata.create_all(self._engine)
+        with self._engine.begin() as connection:  # a catalog database made before protection
+            connection.execute(
+                text(
+                    "ALTER TABLE dev_catalog_warehouses "
+                    "ADD COLUMN IF NOT EXISTS protected boolean NOT NULL DEFAULT false"
+                )
+            )
         SqlCatalogBaseTable.metadata.create_all(self._engine)
 
     def bootstrap(self) -> bool:
@@ -229,6 +241,9 @@ class CatalogStore:
     def set_status(self, warehouse_id: str, status: str) -> WarehouseRecord:
         return self._update(warehouse_id, status=status)
 
+    def set_protected(self, warehouse_id: str, protected: bool) -> WarehouseRecord:
+        return self._update(warehouse_id, protected=protected)
+
     def rename(self, warehouse_id: str, name: str) -> WarehouseRecord:
         return self._update(warehouse_id, name=name)
 
@@ -238,13 +253,18 @@ class CatalogStore:
         )
 
     def delete(self, warehouse_id: str) -> None:
-        """Deletes an empty warehouse; one that still has namespaces or tables is refused."""
+        """Deletes an empty warehouse; one that is protected, or still has namespaces or
+        tables, is refused (409, as Lakekeeper does)."""
         with self._engine.begin() as connection:
             row = connection.execute(
-                select(_warehouses.c.id).where(_warehouses.c.id == warehouse_id).with_for_update()
+                select(_warehouses.c.protected)
+                .where(_warehouses.c.id == warehouse_id)
+                .with_for_update()
             ).first()
             if row is None:
                 raise not_found("WarehouseNotFound", f"Warehouse {warehouse_id} not found")
+            if row.protected:
+                raise conflict("WarehouseProtected", "Warehouse is protected")
             for orm in (IcebergTables, IcebergNamespaceProperties):
                 count = connection.execute(
                     select(func.count()).select_from(orm).where(orm.catalog_name == warehouse_id)

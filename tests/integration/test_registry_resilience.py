@@ -27,7 +27,7 @@ from lake_client.executions import state_name
 from lake_tables.naming import COMMIT_SEQUENCE
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management, rest_catalog, warehouse_request
-from tests.integration.executions import UnitClient, udf, unit_as, workflow
+from tests.integration.executions import UnitClient, sleeping_udf, unit_as, workflow
 from tests.integration.mesh import bearer, create_warehouse, reason_of, refused, user
 from tests.integration.results import ResultClient, results_like
 from texera.lake.v1 import (
@@ -182,10 +182,7 @@ def _slow_numbers() -> Any:
             {
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
-                "python_udf": udf(
-                    "import time\ndef process(batches):\n    time.sleep(1.0)\n    yield from batches\n",
-                    [("id", "bigint")],
-                ),
+                "python_udf": sleeping_udf(1.0),
                 "materialize": True,
             },
         ]
@@ -322,6 +319,9 @@ def test_an_outage_past_the_retry_window_fails_cleanly_and_keeps_the_telemetry(
 
     assert state_name(execution) == "FAILED"
     assert execution.error.reason == "CATALOG_UNAVAILABLE", execution.error
+    # The catalog's own cause, as its error body states it (the catalog's database is the
+    # PostgreSQL that went down).
+    assert "DatabaseError: the catalog's database failed" in execution.error.message
     assert list(execution.outputs) == []
     assert _retried(stack, client.unit_id, "table commit") >= 2
     console, operators = _telemetry(results_like(stack, client), execution_id)

@@ -47,6 +47,7 @@ class ScriptedLakekeeper:
 
     status: str = "active"
     exists: bool = True
+    protected: bool = False
     namespaces: dict[tuple[str, ...], list[str]] = field(
         default_factory=lambda: {
             ("results",): ["r1", "r2", "r3"],
@@ -110,7 +111,9 @@ class ScriptedLakekeeper:
         return web.Response(status=204)
 
     async def get_warehouse(self, request: web.Request) -> web.Response:
-        return web.json_response({"id": ID, "name": NAME, "status": self.status})
+        return web.json_response(
+            {"id": ID, "name": NAME, "status": self.status, "protected": self.protected}
+        )
 
     async def delete_warehouse(self, request: web.Request) -> web.Response:
         if self.delete_refusal is not None:
@@ -219,14 +222,51 @@ async def test_a_400_on_delete_is_the_registrys_request_not_the_storage(
 ) -> None:
     scripted, client = lakekeeper
     scripted.namespaces.clear()
-    scripted.delete_refusal = _error(400, "WarehouseProtected")
+    scripted.delete_refusal = _error(400, "BadRequestException")
     with pytest.raises(CatalogError) as refused:
         await catalog_purge.delete(client, ID, wait_seconds=60)
     answer = catalog_delete_failure(refused.value)
     assert answer.code == grpc.StatusCode.INTERNAL
     assert answer.reason == "CATALOG_REFUSED_DELETE"
     assert answer.violations == ()
-    assert answer.metadata == {"catalog_status": "400", "catalog_error": "WarehouseProtected"}
+    assert answer.metadata == {"catalog_status": "400", "catalog_error": "BadRequestException"}
+
+
+def _assert_protection_refusal(error: CatalogError) -> None:
+    answer = catalog_delete_failure(error)
+    assert answer.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert answer.reason == "WAREHOUSE_PROTECTED"
+    assert answer.violations == ()
+    assert answer.metadata["catalog_error"] == "WarehouseProtected"
+    assert error.message in answer.message
+
+
+# Lakekeeper answers 409; whatever the status, the type says why.
+@pytest.mark.parametrize("status", [409, 400])
+async def test_the_catalogs_refusal_to_delete_a_protected_warehouse_is_not_waited_out(
+    lakekeeper: tuple[ScriptedLakekeeper, CatalogClient], status: int
+) -> None:
+    scripted, client = lakekeeper
+    scripted.namespaces.clear()
+    scripted.delete_refusal = _error(status, "WarehouseProtected")
+    started = time.monotonic()
+    with pytest.raises(CatalogError) as refused:
+        await catalog_purge.delete(client, ID, wait_seconds=60)
+    assert time.monotonic() - started < 5
+    assert scripted.calls.count(f"DELETE /management/v1/warehouse/{ID}") == 1
+    _assert_protection_refusal(refused.value)
+
+
+async def test_a_protected_warehouse_is_refused_before_anything_is_dropped(
+    lakekeeper: tuple[ScriptedLakekeeper, CatalogClient],
+) -> None:
+    scripted, client = lakekeeper
+    scripted.protected = True
+    with pytest.raises(CatalogError) as refused:
+        await catalog_purge.contents(client, NAME, ID)
+    _assert_protection_refusal(refused.value)
+    assert not [call for call in scripted.calls if not call.startswith("GET ")]
+    assert scripted.namespaces[("results",)] == ["r1", "r2", "r3"]
 
 
 async def test_a_warehouse_that_stays_busy_is_a_failed_precondition(

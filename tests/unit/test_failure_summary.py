@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pyiceberg.exceptions import ServerError
+
 from cu_service.runner import _summary
 
 PYTHON_WORKER_FAILURE = """An error occurred while calling o123.runJob.
@@ -37,3 +39,19 @@ def test_a_failed_task_reads_as_sparks_own_error() -> None:
         '[CAST_INVALID_INPUT] The value \'x\' of the type "STRING" cannot be cast to "INT".'
     )
     assert _summary(RuntimeError(text)).startswith("[CAST_INVALID_INPUT] The value 'x'")
+
+
+def test_the_catalogs_error_names_its_type_and_message_without_credentials() -> None:
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyZWdpc3RyeSJ9.c2lnbmF0dXJl"
+    failure = ServerError(
+        "DatabaseError: the catalog's database failed (OperationalError)\n"
+        f"while serving Bearer {token}; client_secret=hunter2 " + "x" * 2000
+    )
+    summary = _summary(failure)
+    assert summary.startswith(
+        "the catalog answered with an error (ServerError): DatabaseError: the catalog's "
+        "database failed (OperationalError) while serving Bearer "
+    )
+    assert token not in summary
+    assert "hunter2" not in summary
+    assert len(summary) == 1000

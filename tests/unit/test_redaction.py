@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from service_runtime.redaction import REDACTED, redact, redacted_json
+import pytest
+
+from service_runtime.redaction import REDACTED, redact, redacted_json, without_credentials
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
 
@@ -71,3 +73,26 @@ def test_the_catalog_token_of_a_binding_is_blanked() -> None:
     shown = json.dumps(redacted_json(answer))
     assert "canary-catalog-token-5b2e" not in shown
     assert "wh-1" in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "refused Authorization: Bearer abc.def-ghi~1",
+        "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln expired",
+        f"key {CANARY_KEY} has no access",
+        "cannot reach postgresql://lake:canary-secret-6f1d9c2e7a@db:5432/catalog",
+        "X-Amz-Signature=abc123&X-Amz-Credential=AKIA/x",
+        '{"client_secret": "canary-secret-6f1d9c2e7a", "grant_type": "client_credentials"}',
+    ],
+)
+def test_credentials_in_free_text_are_blanked(text: str) -> None:
+    scrubbed = without_credentials(text)
+    assert REDACTED in scrubbed
+    for secret in ("abc.def-ghi~1", "eyJhbGciOiJIUzI1NiJ9", CANARY_KEY, CANARY_SECRET, "abc123"):
+        assert secret not in scrubbed
+
+
+def test_text_without_credentials_is_unchanged() -> None:
+    text = "DatabaseError: the catalog's database failed (OperationalError); tokens expire hourly"
+    assert without_credentials(text) == text
