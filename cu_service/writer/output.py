@@ -29,10 +29,10 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame, Row
 
 from cu_service.execution_credentials import ExecutionCredentials
-from cu_service.spark import arrow_schema
 from cu_service.table_access import TableAccess
 from cu_service.writer.commit import CommitMark, FreshTable, PreparedCommit, append_files
 from cu_service.writer.files import FILES_SCHEMA, WriteSpec, write_partition
+from cu_service.writer.table_schema import table_schema
 from lake_tables.naming import RESULTS, result_table
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
@@ -119,7 +119,7 @@ class OutputWriter:
     def create(self, operator_id: str, frame: DataFrame, output: WrittenOutput) -> Table:
         """Creates the output's (empty) table and notes its location in output."""
         identifier = (RESULTS, result_table(self._execution_id, operator_id))
-        schema = arrow_schema(frame.schema)
+        schema = table_schema(frame.schema)
         properties = {**self._properties, "texera.operator-id": operator_id}
         attempts = 0
 
