@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from dataclasses import dataclass
 
@@ -175,6 +174,13 @@ class ComputingUnitSettings(WarehouseClientSettings):
     def validate(self) -> None:
         super().validate()
         self.require("credential")
+        if self.tls_certificate:
+            # The unit removes its secret files before users' code runs, the key among them,
+            # which the server reads again when the certificate changes.
+            raise ConfigError(
+                f"{self.variable_of('tls_certificate')}: computing units do not serve TLS yet; "
+                "they will with certificates issued at their launch"
+            )
         if not 1 <= self.capacity <= 1000:
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:
@@ -204,9 +210,3 @@ class ComputingUnitSettings(WarehouseClientSettings):
             FileRoots.from_setting(self.file_source_roots)
         except ValueError as exc:
             raise ConfigError(f"TEXERA_LAKE_CU_FILE_SOURCE_ROOTS: {exc}") from exc
-
-    @classmethod
-    def variable_of(cls, attribute: str) -> str:
-        """The environment variable of a setting, by its attribute name."""
-        [found] = [f for f in dataclasses.fields(cls) if f.name == attribute]
-        return cls.variable_name(found)

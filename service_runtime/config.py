@@ -10,7 +10,9 @@ group, as Kubernetes mounts secrets) can read, nor anybody else write.
 
 A setting declared *secret* may instead be given as a file: ``<variable>_FILE``
 names a file holding the value (for example ``TEXERA_LAKE_JWT_SECRET_FILE``), so
-that the secret need not be in the process's environment.
+that the secret need not be in the process's environment. A setting declared
+*as_file* is given only so and holds the file's path, not its content: its user
+reads the file itself, and again when it changes (a certificate rotated in place).
 
 ``scripts/settings_table.py`` prints every setting of the mesh as the Markdown
 table of docs/configuration.md.
@@ -25,6 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from service_runtime.tls.identity import AllowedPeers
+
 ENV_PREFIX = "TEXERA_LAKE_"
 MIN_SECRET_LENGTH = 32
 
@@ -34,12 +38,25 @@ class ConfigError(Exception):
 
 
 def setting(
-    name: str, default: Any, help: str, *, secret: bool = False, scoped: bool = False
+    name: str,
+    default: Any,
+    help: str,
+    *,
+    secret: bool = False,
+    scoped: bool = False,
+    as_file: bool = False,
 ) -> Any:
-    """Declares a settings field read from ``TEXERA_LAKE_[<SCOPE>_]<name>``."""
+    """Declares a settings field read from ``TEXERA_LAKE_[<SCOPE>_]<name>``; as_file: given
+    only as ``<variable>_FILE``, whose path the field holds (the file is checked at start)."""
     return field(
         default=default,
-        metadata={"env": name, "help": help, "secret": secret, "scoped": scoped},
+        metadata={
+            "env": name,
+            "help": help,
+            "secret": secret,
+            "scoped": scoped,
+            "as_file": as_file,
+        },
     )
 
 
@@ -70,6 +87,25 @@ def _parse(kind: Any, raw: str) -> Any:
     return raw
 
 
+def read_setting_file(path: str, name: str, *, secret: bool) -> bytes:
+    """The content of the file at path that gives the setting called name (its ``_FILE``
+    variable); a secret only from a file others may neither read nor write. Raises ValueError
+    naming the setting, never showing the content."""
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            content = file.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read {name} ({path}): {exc.strerror}") from exc
+    # Group read is allowed: Kubernetes mounts secret files 0440 for the pod's group.
+    if secret and mode & 0o027:
+        raise ValueError(
+            f"{name} ({path}) may be read by others (mode {mode & 0o777:o}); "
+            "make it readable by its owner only (chmod 600)"
+        )
+    return content
+
+
 def _from_file(env: Mapping[str, str], variable: str, *, secret: bool) -> str | None:
     """The content of the file named by ``<variable>_FILE``, if set. A secret is taken only
     so, from a file only its owner may read: the environment is no place for a secret
@@ -82,19 +118,18 @@ def _from_file(env: Mapping[str, str], variable: str, *, secret: bool) -> str | 
     path = env.get(f"{variable}_FILE")
     if not path:
         return None
-    try:
-        with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
-            content = file.read().decode().strip()
-    except OSError as exc:
-        raise ValueError(f"cannot read {variable}_FILE ({path}): {exc.strerror}") from exc
-    # Group read is allowed: Kubernetes mounts secret files 0440 for the pod's group.
-    if secret and mode & 0o027:
-        raise ValueError(
-            f"{variable}_FILE ({path}) may be read by others (mode {mode & 0o777:o}); "
-            "make it readable by its owner only (chmod 600)"
-        )
-    return content
+    return read_setting_file(path, f"{variable}_FILE", secret=secret).decode().strip()
+
+
+def _file_path(env: Mapping[str, str], variable: str, *, secret: bool) -> str | None:
+    """The path named by ``<variable>_FILE`` of an as_file setting, once its file could be
+    read (as a secret's, if it is one)."""
+    if variable in env:
+        raise ValueError(f"this setting is read from a file only; set {variable}_FILE")
+    path = env.get(f"{variable}_FILE")
+    if path:
+        read_setting_file(path, f"{variable}_FILE", secret=secret)
+    return path
 
 
 @dataclass(frozen=True)
@@ -113,6 +148,11 @@ class Settings:
         for f in dataclasses.fields(cls):
             variable = cls.variable_name(f)
             try:
+                if f.metadata["as_file"]:
+                    path = _file_path(env, variable, secret=f.metadata["secret"])
+                    if path:
+                        values[f.name] = path
+                    continue
                 raw = _from_file(env, variable, secret=f.metadata["secret"])
                 if raw is None and not f.metadata["secret"]:
                     raw = env.get(variable)
@@ -130,6 +170,14 @@ class Settings:
         return f"{ENV_PREFIX}{scope}{f.metadata['env']}"
 
     @classmethod
+    def variable_of(cls, attribute: str) -> str:
+        """The environment variable that sets a field, by its attribute name: the ``_FILE``
+        variable of a setting given as a file."""
+        [f] = [f for f in dataclasses.fields(cls) if f.name == attribute]
+        given_as_file = f.metadata["secret"] or f.metadata["as_file"]
+        return cls.variable_name(f) + ("_FILE" if given_as_file else "")
+
+    @classmethod
     def secret_file_variables(cls) -> list[str]:
         """The ``_FILE`` variables that name the files of the settings marked secret."""
         return [
@@ -140,7 +188,7 @@ class Settings:
     def describe(cls) -> Iterator[tuple[str, str, str]]:
         """Yields (variable, default, help) for every setting."""
         for f in dataclasses.fields(cls):
-            if f.metadata["secret"]:
+            if f.metadata["secret"] or f.metadata["as_file"]:
                 yield f"{cls.variable_name(f)}_FILE", "", f"File holding it: {f.metadata['help']}"
             else:
                 yield cls.variable_name(f), str(f.default), f.metadata["help"]
@@ -149,8 +197,7 @@ class Settings:
         """Raises ConfigError naming the variable when a setting is empty."""
         if not getattr(self, attribute):
             f = next(f for f in dataclasses.fields(self) if f.name == attribute)
-            variable = self.variable_name(f) + ("_FILE" if f.metadata["secret"] else "")
-            raise ConfigError(f"{variable} must be set: {f.metadata['help']}")
+            raise ConfigError(f"{self.variable_of(attribute)} must be set: {f.metadata['help']}")
 
     def __repr__(self) -> str:
         shown = (
@@ -197,11 +244,94 @@ class ServerSettings(Settings):
         "issues to computing units. Required by the registry.",
     )
 
+    tls_certificate: str = setting(
+        "TLS_CERTIFICATE",
+        "",
+        "the PEM certificate chain (its own certificate first) this service serves TLS with, "
+        "read again whenever the file changes. Empty: the service serves plaintext.",
+        scoped=True,
+        as_file=True,
+    )
+    tls_key: str = setting(
+        "TLS_KEY",
+        "",
+        "the unencrypted PEM private key of the TLS certificate, read again with it. "
+        "Required with a certificate.",
+        secret=True,
+        scoped=True,
+        as_file=True,
+    )
+    tls_client_ca: str = setting(
+        "TLS_CLIENT_CA",
+        "",
+        "the PEM certificates of the CAs that clients' certificates must chain to (mutual "
+        "TLS); used only when client certificates are required.",
+        scoped=True,
+        as_file=True,
+    )
+    tls_require_client_certificate: bool = setting(
+        "TLS_REQUIRE_CLIENT_CERTIFICATE",
+        False,
+        "Mutual TLS: refuse, in the TLS handshake, a client without a valid certificate from "
+        "the client CAs. Needs a TLS certificate and client CAs.",
+        scoped=True,
+    )
+    tls_allowed_peers: str = setting(
+        "TLS_ALLOWED_PEERS",
+        "",
+        "Comma-separated SPIFFE IDs of the client certificates whose calls this service takes "
+        "(one ending in /* takes every ID below it: spiffe://texera-lake/unit/*); health checks "
+        "are exempt. Empty: every client the TLS handshake admits. Needs client certificates "
+        "to be required.",
+        scoped=True,
+    )
+
+    @property
+    def allowed_peers(self) -> AllowedPeers:
+        """The peers this service takes calls from; empty when any client may call."""
+        try:
+            return AllowedPeers.parse(self.tls_allowed_peers)
+        except ValueError as exc:
+            raise ConfigError(f"{self.variable_of('tls_allowed_peers')}: {exc}") from exc
+
     def validate(self) -> None:
         """Raises ConfigError, naming the variable, for settings a service cannot run with."""
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ConfigError(
                 f"{ENV_PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
+            )
+        self._validate_tls()
+
+    def _validate_tls(self) -> None:
+        """TLS settings that make sense together; none at all is plaintext."""
+        variable = self.variable_of
+        if not self.tls_certificate:
+            given = [
+                attribute
+                for attribute in (
+                    "tls_key",
+                    "tls_client_ca",
+                    "tls_require_client_certificate",
+                    "tls_allowed_peers",
+                )
+                if getattr(self, attribute)
+            ]
+            if given:
+                raise ConfigError(
+                    f"{variable(given[0])} is set but not {variable('tls_certificate')}"
+                )
+            return
+        self.require("tls_key")
+        requires = variable("tls_require_client_certificate")
+        if self.tls_require_client_certificate:
+            self.require("tls_client_ca")
+        elif self.tls_client_ca:
+            # Without it gRPC asks clients for no certificate: the CAs would check nothing.
+            raise ConfigError(f"{variable('tls_client_ca')} is used only with {requires}=true")
+        if self.allowed_peers and not self.tls_require_client_certificate:
+            raise ConfigError(
+                f"{variable('tls_allowed_peers')} needs {requires}=true: peers are known by "
+                "their client certificates"
             )
 
     def require_secret_length(self, attribute: str) -> None:

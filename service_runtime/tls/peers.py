@@ -1,0 +1,103 @@
+"""Who is at the other end of a call, by its verified certificate, and the interceptor that
+admits only the peers a server allows.
+
+Only a server that requires client certificates knows its peers: without one, gRPC neither
+asks for a client's certificate nor reports an identity. Health checks are let through (the
+TLS handshake still wants a certificate from the client CAs): probes check a server's health
+without being peers that call its API.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health
+
+from service_runtime.errors import ServiceError
+from service_runtime.interceptors import Behavior, rewrap
+from service_runtime.tls.identity import AllowedPeers
+
+#: Reported by gRPC of a peer whose verified certificate has exactly one URI SAN, a SPIFFE ID.
+_PEER_SPIFFE_ID = "peer_spiffe_id"
+_TRANSPORT_SECURITY_TYPE = "transport_security_type"
+
+
+def peer_identity(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+    """The SPIFFE ID of the call's peer, from its verified certificate; None over plaintext
+    or when the peer showed no certificate naming one."""
+    auth_context = context.auth_context()
+    if list(auth_context.get(_TRANSPORT_SECURITY_TYPE, ())) != [b"ssl"]:
+        return None
+    ids = list(auth_context.get(_PEER_SPIFFE_ID, ()))
+    return ids[0].decode() if len(ids) == 1 else None
+
+
+def refuse_unless_allowed(
+    allowed: AllowedPeers, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    """Raises ServiceError for a call whose peer the allow-list does not name:
+    UNAUTHENTICATED without an identity, PERMISSION_DENIED with another one."""
+    peer = peer_identity(context)
+    if peer is None:
+        raise ServiceError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "this server takes calls only with a client certificate naming the caller",
+            reason="PEER_UNAUTHENTICATED",
+        )
+    if not allowed.allows(peer):
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{peer} may not call this server",
+            reason="PEER_NOT_ALLOWED",
+        )
+
+
+class PeerAllowList(grpc.aio.ServerInterceptor):
+    """Refuses every call (but health checks) from a peer the allow-list does not name. It
+    runs inside the server interceptor, which logs, counts and answers its refusals."""
+
+    def __init__(self, allowed: AllowedPeers) -> None:
+        self._allowed = allowed
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        service = handler_call_details.method.lstrip("/").rpartition("/")[0]
+        if handler is None or service == health.SERVICE_NAME:
+            return handler
+        return rewrap(handler, self._checked, handler.request_deserializer)
+
+    def _checked(self, behavior: Behavior, kind: str) -> Behavior:
+        allowed = self._allowed
+        if kind.endswith("_stream"):
+
+            async def streaming(
+                request: Any, call: grpc.aio.ServicerContext[Any, Any]
+            ) -> AsyncIterator[Any]:
+                refuse_unless_allowed(allowed, call)
+                responses = behavior(request, call)
+                if not inspect.isasyncgen(responses):  # a handler that writes by itself
+                    await responses
+                    return
+                try:
+                    async for response in responses:
+                        yield response
+                finally:
+                    await responses.aclose()
+
+            return streaming
+
+        async def unary(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            refuse_unless_allowed(allowed, call)
+            response = behavior(request, call)
+            return await response if inspect.isawaitable(response) else response
+
+        return unary
