@@ -11,8 +11,10 @@ Rules (DESIGN §2):
   what is evicted is closed;
 - a binding with another credential version than the cached entry's replaces
   the entry (credentials were rotated);
-- an entry lives no longer than its binding's catalog token (less a margin):
-  then the warehouse is resolved again, which brings a fresh token.
+- a catalog outlives its binding's catalog token: it asks the entry's
+  CatalogToken before every request, which resolves the warehouse again when
+  the token is due (see catalog_map.catalog_token); a fresher binding a caller
+  brings is handed to it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -29,36 +30,28 @@ from dataclasses import dataclass
 import grpc
 from pyiceberg.catalog import Catalog
 
+from catalog_map.catalog_token import Binding, CatalogToken, seconds_until_due
 from service_runtime.errors import ServiceError
-from texera.lake.internal.v1 import registry_service_pb2
+from service_runtime.redaction import without_credentials
 
 log = logging.getLogger("catalog_map")
 
-Binding = registry_service_pb2.CatalogBinding
-
-
-#: A catalog token is replaced this long before it expires (at most; a quarter of what is left
-#: when shorter), so that no request leaves with a token about to expire.
-TOKEN_MARGIN_SECONDS = 30.0
 #: A binding whose token is usable for less than this is not worth building a catalog for.
 MIN_TOKEN_SECONDS = 1.0
 
-
-def token_seconds_left(binding: Binding) -> float:
-    """Seconds the binding's catalog token stays usable (margin deducted); inf without one."""
-    if not binding.catalog_token:
-        return math.inf
-    left = binding.catalog_token_expire_time.ToNanoseconds() / 1e9 - time.time()
-    return left - min(TOKEN_MARGIN_SECONDS, max(left, 0.0) / 4)
+#: Builds a warehouse's catalog, whose requests carry the holder's current token.
+Build = Callable[[Binding, CatalogToken], Catalog]
 
 
 @dataclass
 class _Entry:
     catalog: Catalog
-    version: int
+    token: CatalogToken
     last_used: float
-    #: On the map's clock: when the catalog's token is due for replacement.
-    usable_until: float
+
+    @property
+    def version(self) -> int:
+        return self.token.binding.credential_version
 
 
 def _close(catalog: Catalog) -> None:
@@ -70,7 +63,7 @@ class CatalogMap:
     def __init__(
         self,
         resolve: Callable[[str], Awaitable[Binding]],
-        build: Callable[[Binding], Catalog],
+        build: Build,
         *,
         max_entries: int = 64,
         idle_seconds: float = 600.0,
@@ -91,12 +84,10 @@ class CatalogMap:
 
     def _fresh(self, warehouse_id: str, binding: Binding | None) -> Catalog | None:
         entry = self._entries.get(warehouse_id)
-        if (
-            entry is None
-            or (binding is not None and binding.credential_version != entry.version)
-            or self._clock() >= entry.usable_until
-        ):
+        if entry is None or (binding is not None and binding.credential_version != entry.version):
             return None
+        if binding is not None:
+            entry.token.offer(binding)
         entry.last_used = self._clock()
         self._entries.move_to_end(warehouse_id)
         return entry.catalog
@@ -110,18 +101,17 @@ class CatalogMap:
         async with lock:
             if (catalog := self._fresh(warehouse_id, binding)) is not None:
                 return catalog  # built by the caller we waited for
-            if binding is None or token_seconds_left(binding) < MIN_TOKEN_SECONDS:
+            if binding is None or seconds_until_due(binding) < MIN_TOKEN_SECONDS:
                 binding = await self._resolve(warehouse_id)
                 if (catalog := self._fresh(warehouse_id, binding)) is not None:
                     return catalog
+            token = CatalogToken(
+                binding, lambda: self._resolve(warehouse_id), asyncio.get_running_loop()
+            )
             catalog = await asyncio.wait_for(
-                asyncio.to_thread(self._build, binding), self._build_timeout
+                asyncio.to_thread(self._build, binding, token), self._build_timeout
             )
-            now = self._clock()
-            entry = _Entry(
-                catalog, binding.credential_version, now, now + token_seconds_left(binding)
-            )
-            self._replace(warehouse_id, entry)
+            self._replace(warehouse_id, _Entry(catalog, token, self._clock()))
             log.info(
                 "catalog built",
                 extra={
@@ -174,13 +164,13 @@ class CatalogMap:
 
 
 def catalog_unavailable(warehouse_id: str, exc: BaseException) -> ServiceError:
-    """UNAVAILABLE for a warehouse whose catalog failed to answer; the cause is logged."""
-    log.warning(
-        "catalog unavailable",
-        extra={"warehouse_id": warehouse_id, "error": f"{type(exc).__name__}: {str(exc)[:300]}"},
-    )
+    """UNAVAILABLE for a warehouse whose catalog failed to answer, naming the cause (its first
+    line, bounded, anything like a credential blanked)."""
+    first_line = next(iter(str(exc).splitlines()), "")
+    cause = without_credentials(f"{type(exc).__name__}: {first_line}")[:300]
+    log.warning("catalog unavailable", extra={"warehouse_id": warehouse_id, "error": cause})
     return ServiceError(
         grpc.StatusCode.UNAVAILABLE,
-        f"the catalog of warehouse {warehouse_id} is unavailable; retry later",
+        f"the catalog of warehouse {warehouse_id} is unavailable ({cause}); retry later",
         reason="CATALOG_UNAVAILABLE",
     )

@@ -19,11 +19,13 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
-from pyiceberg.catalog import TOKEN, Catalog
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
+from catalog_map.backends import catalog_token
+from catalog_map.catalog_token import CatalogToken
 from lake_tables.pyiceberg_arrow import SmallWritesFileIO
 
 EXPIRES_AT = "s3.session-token-expires-at-ms"
@@ -49,10 +51,11 @@ class CredentialSource(Protocol):
 
 @dataclass(frozen=True)
 class CredentialEndpoint:
-    """Where to ask for fresh credentials of one table; picklable."""
+    """Where to ask for fresh credentials of one table, and with which catalog token."""
 
     url: str
     headers: dict[str, str] = field(repr=False)
+    token: CatalogToken | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, catalog: Catalog, table: Table) -> CredentialEndpoint | None:
@@ -68,16 +71,13 @@ class CredentialEndpoint:
             for k, v in catalog.properties.items()
             if k.startswith("header.")
         }
-        if token := catalog.properties.get(TOKEN):
-            headers["Authorization"] = f"Bearer {token}"  # the catalog's token for the warehouse
-        return cls(url, headers)
+        return cls(url, headers, catalog_token(catalog))
 
     def fetch(self, location: str) -> dict[str, str]:
-        response = requests.get(
-            self.url,
-            headers={**self.headers, "X-Iceberg-Access-Delegation": "vended-credentials"},
-            timeout=30,
-        )
+        headers = {**self.headers, "X-Iceberg-Access-Delegation": "vended-credentials"}
+        if self.token is not None and (token := self.token.current()):
+            headers["Authorization"] = f"Bearer {token}"  # the catalog's token for the warehouse
+        response = requests.get(self.url, headers=headers, timeout=30)
         response.raise_for_status()
         credentials = response.json()["storage-credentials"]
         matching = [c for c in credentials if location.startswith(c["prefix"])]

@@ -97,7 +97,7 @@ def build() -> ServiceProcess:
         signer = TokenSigner(settings.signing_key, GATEWAY_ISSUER)
     except ValueError as exc:
         raise ConfigError(f"TEXERA_LAKE_GATEWAY_SIGNING_KEY_FILE: {exc}") from exc
-    tokens = TokenExchange(signer)
+    tokens = TokenExchange(signer, settings.internal_token_seconds)
     gateway = Gateway(settings, tokens)
     admission = Admission(RateLimiter(settings.rate_per_second, settings.rate_burst))
     return ServiceProcess(

@@ -31,6 +31,14 @@ class GatewaySettings(ServerSettings):
         secret=True,
         scoped=True,
     )
+    internal_token_seconds: float = setting(
+        "INTERNAL_TOKEN_SECONDS",
+        300.0,
+        "Lifetime of the internal tokens the gateway issues for the users it verified (one "
+        "is reused until a third of its life is left). Work that outlives a call, such as an "
+        "execution, never depends on it.",
+        scoped=True,
+    )
     registry_target: str = setting(
         "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
     )
@@ -72,6 +80,8 @@ class GatewaySettings(ServerSettings):
         super().validate()
         self.require_secret_length("jwt_secret")
         self.require("signing_key")
+        if self.internal_token_seconds < 10:
+            raise ConfigError("TEXERA_LAKE_GATEWAY_INTERNAL_TOKEN_SECONDS must be at least 10")
         if self.rate_per_second <= 0 or self.rate_burst < 1:
             raise ConfigError(
                 "TEXERA_LAKE_GATEWAY_RATE_PER_SECOND must be above 0 and "

@@ -1,6 +1,7 @@
 """Which failures of a table operation pass by themselves: the catalog or storage briefly
 unreachable or answering 5xx, as during a restart or a short outage of the database behind
-them. Refusals (4xx), conflicts and bad data are not."""
+them, and storage refusing vended credentials that expired (every attempt loads the table
+again, which vends fresh ones). Other refusals (4xx), conflicts and bad data are not."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ _STORAGE_OUTAGE = re.compile(
     r"NETWORK_CONNECTION|SERVICE_UNAVAILABLE|SLOW_DOWN|INTERNAL_FAILURE|REQUEST_TIMEOUT"
     r"|HTTP status 5\d\d|response code 5\d\d"
 )
+#: How S3 (and the AWS SDK inside pyarrow) reports temporary credentials that expired.
+_EXPIRED_CREDENTIALS = re.compile(r"ExpiredToken|token has expired|TokenRefreshRequired")
 
 
 def transient_table_failure(error: BaseException) -> bool:
@@ -32,4 +35,7 @@ def transient_table_failure(error: BaseException) -> bool:
         return True  # the SQL catalog's database is unreachable
     if transient_connection_error(error):
         return True
-    return isinstance(error, OSError) and _STORAGE_OUTAGE.search(str(error)) is not None
+    return isinstance(error, OSError) and (
+        _STORAGE_OUTAGE.search(str(error)) is not None
+        or _EXPIRED_CREDENTIALS.search(str(error)) is not None
+    )

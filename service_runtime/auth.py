@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import jwt
@@ -62,6 +62,11 @@ class Identity:
     via: Identity | None = None
     #: What an execution's token names besides its subject (its warehouse, its action).
     claims: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def without_token(self) -> Identity:
+        """The same caller, its token withheld: for work that outlives the call, whose later
+        calls must not present a token that will have expired by then."""
+        return replace(self, token="", via=self.via.without_token() if self.via else None)
 
     @property
     def is_user(self) -> bool:

@@ -44,11 +44,11 @@ def context_metadata(credential: str | None = None) -> list[tuple[str, str]]:
         metadata.append((REQUEST_ID_KEY, request_id))
     identity = context.identity_var.get()
     if credential is None:
-        if identity is not None:
+        if identity is not None and identity.token:
             metadata.append(bearer(identity.token))
         return metadata
     metadata.append(bearer(credential))
-    if identity is not None and identity.is_user:
+    if identity is not None and identity.is_user and identity.token:
         metadata.append((ON_BEHALF_KEY, identity.token))
     return metadata
 
@@ -64,11 +64,16 @@ def remaining_time(timeout: float | None = None) -> float | None:
 
 def beyond_the_call(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
     """A task for work that goes on after the served call has ended (the execution a
-    submission starts): it keeps the call's request id and caller, but not its deadline, which
-    would otherwise cut every later outgoing call short."""
+    submission starts): it keeps the call's request id and whom it serves (for log lines), but
+    neither its deadline, which would cut every later outgoing call short, nor the caller's
+    token, which lives minutes while the work may run for hours: its outgoing calls carry the
+    service's own credential alone."""
 
     async def run() -> T:
-        context.deadline_var.set(None)  # the task's own copy of the call's context
+        # The task's own copy of the call's context.
+        context.deadline_var.set(None)
+        if (identity := context.identity_var.get()) is not None:
+            context.identity_var.set(identity.without_token())
         return await work
 
     return asyncio.create_task(run())

@@ -29,8 +29,28 @@ from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
 from service_runtime.reflection import enable_reflection
+from service_runtime.stream_writing import StreamWriting
+from service_runtime.tls.peers import PeerAllowList
+from service_runtime.tls.server_credentials import CertificateFiles, ReloadingCertificate
 
 log = logging.getLogger("service_runtime.server")
+
+#: How many calls may wait for the service to take them up. Past grpc's default (1,000, and at
+#: random up to 3,000) grpc ends calls itself, CANCELLED with no details and no log line, before
+#: any interceptor sees them: a burst from one client gets there. Below this, every call reaches
+#: the service, which answers it (the gateway's rate limit with RESOURCE_EXHAUSTED), within the
+#: call's deadline.
+PENDING_CALLS = 100_000
+#: The shortest interval at which a client may ping a connection that carries no data. grpc's
+#: default (five minutes) ends a stream that stays quiet for two minutes (a long execution
+#: watched), UNAVAILABLE "Too many pings", once its client keeps the connection alive as the
+#: mesh's channels do, every 30 s.
+MIN_PING_INTERVAL_MS = 10_000
+_SERVER_OPTIONS = (
+    ("grpc.server.max_pending_requests", PENDING_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
+    ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+)
 
 
 @dataclass(frozen=True)
@@ -108,11 +128,13 @@ class RunningServer:
         # Without a destination for spans the tracing interceptor would still cost every call
         # about a tenth of its time in this process, for nothing.
         self.interceptors: list[grpc.aio.ServerInterceptor] = [
+            StreamWriting(),  # the outermost: see stream_writing
             *([tracing.server_interceptor()] if traced else []),
             ServerInterceptor(process.authenticator),
+            *([PeerAllowList(allowed)] if (allowed := process.settings.allowed_peers) else []),
             *process.extra_interceptors,
         ]
-        self._server = grpc.aio.server(interceptors=self.interceptors)
+        self._server = grpc.aio.server(interceptors=self.interceptors, options=_SERVER_OPTIONS)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         for binding in process.services:
@@ -137,8 +159,12 @@ class RunningServer:
         address = f"{settings.host}:{settings.port}"
         # grpc's health servicer starts out SERVING; nothing is ready before on_start has run.
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        credentials = _tls_credentials(settings)
         try:
-            self.port = self._server.add_insecure_port(address)
+            if credentials is None:
+                self.port = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, credentials)
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {address}: in use or not a local address") from exc
         await self._server.start()
@@ -150,7 +176,14 @@ class RunningServer:
         else:
             await self._report_readiness()
             self._readiness_task = asyncio.create_task(self._watch_readiness())
-        log.info("serving", extra={"address": address, "bound_port": self.port})
+        log.info(
+            "serving",
+            extra={
+                "address": address,
+                "bound_port": self.port,
+                "transport": "plaintext" if credentials is None else "tls",
+            },
+        )
 
     async def _report_readiness(self) -> None:
         assert self.process.readiness is not None
@@ -189,6 +222,20 @@ class RunningServer:
     async def _set_health(self, status: int) -> None:
         for name in ("", *(b.name for b in self.process.services)):
             await self._health.set(name, status)
+
+
+def _tls_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
+    """The credentials of the service's TLS port, reloaded when their files change; None
+    when no certificate is set (plaintext)."""
+    if not settings.tls_certificate:
+        return None
+    files = CertificateFiles(settings.tls_certificate, settings.tls_key, settings.tls_client_ca)
+    try:
+        return ReloadingCertificate(files).server_credentials(
+            require_client_certificate=settings.tls_require_client_certificate
+        )
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot serve TLS: {exc}") from exc
 
 
 async def serve(process: ServiceProcess, *, traced: bool) -> None:

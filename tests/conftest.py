@@ -79,12 +79,14 @@ def _stack_refused_unless_integration(item: pytest.Item) -> Iterator[None]:
 #: Test files (or groups of them) that take longest, longest first. They run first, so that no
 #: worker is left with a long one at the end.
 LONGEST_FILES = (
+    "test_long_executions.py",
     "short_lived_stack",
     "test_units.py",
     "test_catalog_modes.py",
     "test_computing_unit.py",
     "test_resource_limits.py",
     "test_retention.py",
+    "test_unit_leases_through_outages.py",
     "test_registry_resilience.py",
     "test_cleanup.py",
     "test_processes.py",

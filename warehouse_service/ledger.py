@@ -436,9 +436,12 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await self._resolvable(connection, identity, request.warehouse_id)
         if row["state"] in _UNREADABLE:
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
-        # Only a computing unit, writing for the user it serves, gets a token that may write.
+        # Only a computing unit gets a token that may write: for the user it serves, or on its
+        # own account for a warehouse its unfinished executions write into (how a long
+        # execution renews its catalog access once its submitter's token has expired).
+        writer = identity.via is not None or identity.is_unit
         return registry_service_pb2.ResolveWarehouseResponse(
-            binding=await self._binding(row, write=identity.via is not None)
+            binding=await self._binding(row, write=writer)
         )
 
     async def _resolvable(

@@ -28,6 +28,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import Table, Transaction
 from pyiceberg.typedef import Record
 
+from catalog_map.credentials import CredentialTerm, storage_properties
 from lake_tables.naming import COMMIT_SEQUENCE, EXECUTION_ID
 from lake_tables.pyiceberg_arrow import MetadataOnceTransaction
 from lake_tables.transient import transient_table_failure
@@ -62,17 +63,21 @@ class CommitMark:
 
 class FreshTable:
     """A table just created, so current and with newly vended credentials: the first commit
-    soon after (within max_age seconds) uses it instead of loading it again; every other
-    attempt loads the table."""
+    soon after (within max_age seconds, and while its credentials are not due for renewal)
+    uses it instead of loading it again; every other attempt loads the table."""
 
     def __init__(self, table: Table, max_age_seconds: float) -> None:
         self._table: Table | None = table
         self._until = time.monotonic() + max_age_seconds
+        self._credentials = CredentialTerm.of(
+            storage_properties(dict(table.io.properties)), time.time(), renewable=True
+        )
 
     def loader(self, load: Callable[[], Table]) -> Callable[[], Table]:
         def first_or_load() -> Table:
             table, self._table = self._table, None
-            return table if table is not None and time.monotonic() < self._until else load()
+            usable = time.monotonic() < self._until and not self._credentials.renewal_due()
+            return table if table is not None and usable else load()
 
         return first_or_load
 

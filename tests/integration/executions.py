@@ -128,6 +128,19 @@ def unit_as(stack: Stack, user_id: str) -> UnitClient:
     )
 
 
+def own_unit_client(stack: Stack, user_id: str) -> tuple[UnitClient, int]:
+    """A client of user_id's default unit (started if it is not running), and its pid."""
+    unit = stack.unit_for(user_id)
+    channel = grpc.insecure_channel(unit.target)
+    client = UnitClient(
+        execution_service_pb2_grpc.ExecutionServiceStub(channel),
+        bearer(stack.unit_token(user_id, unit.unit_id)),
+        unit.unit_id,
+        user_id,
+    )
+    return client, unit.pid
+
+
 def bucket_keys(stack: Stack, bucket: str) -> list[str]:
     """Every object key in a bucket, as the storage holds it."""
     listed = stack.s3.admin_s3().list_objects_v2(Bucket=bucket)
@@ -136,6 +149,14 @@ def bucket_keys(stack: Stack, bucket: str) -> list[str]:
 
 def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}
+
+
+def sleeping_udf(seconds: float) -> dict[str, Any]:
+    """A function that sleeps seconds once per partition, then passes its `id`s on."""
+    code = (
+        f"import time\ndef process(batches):\n    time.sleep({seconds})\n    yield from batches\n"
+    )
+    return udf(code, [("id", "bigint")])
 
 
 def new_user(stack: Stack, name: str) -> tuple[UnitClient, str, BucketGrant]:

@@ -35,11 +35,11 @@ from tests.integration.executions import (
     UnitClient,
     bucket_keys,
     new_user,
+    own_unit_client,
     workflow,
 )
 from tests.integration.mesh import (
     RegistryClient,
-    bearer,
     computing_unit,
     create_warehouse,
     register_unit,
@@ -47,7 +47,7 @@ from tests.integration.mesh import (
 )
 from tests.integration.results import ResultClient, results_as
 from texera.lake.internal.v1 import registry_service_pb2
-from texera.lake.v1 import execution_pb2, execution_service_pb2_grpc, workflow_pb2
+from texera.lake.v1 import execution_pb2, workflow_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -181,19 +181,6 @@ def served(read: Callable[[], Iterable[T]]) -> list[T]:
         if error.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
             return []
         raise
-
-
-def own_unit_client(stack: Stack, user_id: str) -> tuple[UnitClient, int]:
-    """A client of user_id's default unit (started if it is not running), and its pid."""
-    unit = stack.unit_for(user_id)
-    channel = grpc.insecure_channel(unit.target)
-    client = UnitClient(
-        execution_service_pb2_grpc.ExecutionServiceStub(channel),
-        bearer(stack.unit_token(user_id, unit.unit_id)),
-        unit.unit_id,
-        user_id,
-    )
-    return client, unit.pid
 
 
 @dataclass

@@ -23,7 +23,7 @@ from embedded_stack.s3.endpoint import REGION, BucketGrant
 from embedded_stack.stack import ENDPOINTS_FILE, Stack
 from lake_client.executions import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
-from tests.integration.executions import SHARED_UNIT_OWNER, udf, unit_as, workflow
+from tests.integration.executions import SHARED_UNIT_OWNER, sleeping_udf, unit_as, workflow
 from tests.integration.mesh import create_warehouse as create_registry_warehouse
 from tests.integration.mesh import user
 
@@ -218,10 +218,7 @@ def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack:
             {
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
-                "python_udf": udf(
-                    "import time\ndef process(batches):\n    time.sleep(2.0)\n    yield from batches\n",
-                    [("id", "bigint")],
-                ),
+                "python_udf": sleeping_udf(2.0),
                 "materialize": True,
             },
         ]
@@ -255,10 +252,7 @@ def test_a_write_stage_starting_after_its_credentials_expired_renews_them(
             {
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
-                "python_udf": udf(
-                    "import time\ndef process(batches):\n    time.sleep(4.0)\n    yield from batches\n",
-                    [("id", "bigint")],
-                ),
+                "python_udf": sleeping_udf(4.0),
             },
             {
                 "operator_id": "counted",

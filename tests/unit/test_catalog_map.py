@@ -8,9 +8,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import pytest
 
-from catalog_map.cache import CatalogMap
+from catalog_map.cache import CatalogMap, catalog_unavailable
+from catalog_map.catalog_token import CatalogToken
 from texera.lake.internal.v1 import registry_service_pb2
 
 
@@ -32,7 +34,10 @@ class Builder:
     gates: dict[str, threading.Event] = field(default_factory=dict)
     failing: set[str] = field(default_factory=set)
 
-    def __call__(self, binding: registry_service_pb2.CatalogBinding) -> Any:
+    tokens: list[CatalogToken] = field(default_factory=list)
+
+    def __call__(self, binding: registry_service_pb2.CatalogBinding, token: CatalogToken) -> Any:
+        self.tokens.append(token)
         gate = self.gates.get(binding.warehouse_id)
         if gate is not None:
             assert gate.wait(10)
@@ -135,22 +140,40 @@ def with_token(warehouse_id: str, seconds_left: float) -> registry_service_pb2.C
     return tokened
 
 
-async def test_an_entry_lives_no_longer_than_its_catalog_token() -> None:
-    builder, now, resolved = Builder(), [0.0], []
+async def test_an_entry_outlives_its_catalog_token_which_is_renewed_in_place() -> None:
+    builder, resolved = Builder(), []
 
     async def resolve_with_token(warehouse_id: str) -> registry_service_pb2.CatalogBinding:
         resolved.append(warehouse_id)
-        return with_token(warehouse_id, 40)  # usable for 30 s: a quarter of it is the margin
+        renewed = with_token(warehouse_id, 3600 if resolved[1:] else 1.2)
+        renewed.catalog_token = f"token-{len(resolved)}"
+        return renewed
 
-    catalogs = CatalogMap(resolve_with_token, builder, clock=lambda: now[0])
+    catalogs = CatalogMap(resolve_with_token, builder)
     first = await catalogs.get("w1")
-    now[0] = 25.0
-    assert await catalogs.get("w1") is first
-    now[0] = 31.0
-    second = await catalogs.get("w1")
-    assert second is not first
-    assert first.closed  # type: ignore[attr-defined]
+    (token,) = builder.tokens
+    await asyncio.sleep(1.0)  # the token is due: a quarter of its 1.2 s is the margin
+    assert token.current() == "token-1"  # on the loop's thread: as it is, never waiting
+    assert resolved == ["w1"]
+    # A catalog request, made on a thread: the token is renewed first, through the map's resolve.
+    assert await asyncio.to_thread(token.current) == "token-2"
     assert resolved == ["w1", "w1"]
+    assert await catalogs.get("w1") is first
+    assert not first.closed  # type: ignore[attr-defined]
+    assert builder.builds == ["w1"]
+
+
+async def test_a_fresher_binding_a_caller_brings_renews_the_token() -> None:
+    builder = Builder()
+    catalogs = CatalogMap(resolve, builder)
+    first = await catalogs.get("w1", with_token("w1", 60))
+    fresher = with_token("w1", 600)
+    fresher.catalog_token = "fresher"
+    assert await catalogs.get("w1", fresher) is first
+    assert builder.tokens[0].current() == "fresher"
+    staler = with_token("w1", 120)
+    await catalogs.get("w1", staler)
+    assert builder.tokens[0].current() == "fresher"
 
 
 async def test_a_binding_whose_token_is_spent_is_resolved_again() -> None:
@@ -163,3 +186,15 @@ async def test_a_binding_whose_token_is_spent_is_resolved_again() -> None:
     catalogs = CatalogMap(resolve_with_token, builder)
     await catalogs.get("w1", with_token("w1", 0.5))
     assert resolved == ["w1"]
+
+
+def test_an_unavailable_catalog_is_named_with_its_cause_and_no_credential() -> None:
+    cause = ConnectionError(
+        "HTTPConnectionPool(host='catalog', port=8181): refused; Authorization: Bearer abc.def\n"
+        "a second line that is left out"
+    )
+    error = catalog_unavailable("w1", cause)
+    assert error.code == grpc.StatusCode.UNAVAILABLE
+    assert "ConnectionError: HTTPConnectionPool(host='catalog', port=8181): refused" in str(error)
+    assert "abc.def" not in str(error)
+    assert "second line" not in str(error)

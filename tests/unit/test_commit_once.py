@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServerError
 from pyiceberg.table import Table
 
+from catalog_map.credentials import EXPIRES_AT
 from cu_service.writer.commit import (
     CommitMark,
     FreshTable,
@@ -119,6 +121,9 @@ def test_refusals_are_not_retried_and_an_outage_past_the_window_fails(table: Tab
         (OSError("When uploading part: AWS Error SERVICE_UNAVAILABLE"), True),
         (OSError("AWS Error ACCESS_DENIED during PutObject operation"), False),
         (OSError("AWS Error UNKNOWN (HTTP status 400) during HeadObject"), False),
+        # Expired vended credentials: the next attempt loads the table, with fresh ones.
+        (OSError("AWS Error UNKNOWN (HTTP status 400) during PutObject: ExpiredToken"), True),
+        (OSError("AWS Error ACCESS_DENIED: The provided token has expired."), True),
         (CommitFailedException("409"), False),
         (ValueError("bad"), False),
     ],
@@ -155,6 +160,19 @@ def test_a_table_created_long_ago_is_loaded_before_its_first_commit(table: Table
     commit_once(
         FreshTable(table, max_age_seconds=0.0).loader(load), append, CommitMark("e", 1), QUICK
     )
+    assert len(loads) == 1
+
+
+def test_a_table_whose_credentials_are_due_is_loaded_before_its_first_commit(
+    table: Table,
+) -> None:
+    """Vended credentials may last less than the commit interval: a table created with
+    credentials about to expire is loaded again, which vends fresh ones."""
+    table.io.properties[EXPIRES_AT] = str(int((time.time() + 0.2) * 1000))
+    loads: list[Table] = []
+    fresh = FreshTable(table, max_age_seconds=60.0)
+    time.sleep(0.15)  # past half of the credentials' 0.2 s: due for renewal
+    commit_once(fresh.loader(counting_loader(table, loads)), append, CommitMark("e", 1), QUICK)
     assert len(loads) == 1
 
 
