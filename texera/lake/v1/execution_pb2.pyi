@@ -219,7 +219,7 @@ class ExecutionError(_message.Message):
     the console messages).
     """
     operator_id: _builtins.str
-    """Operator at fault, when one is. Optional."""
+    """Operator at fault, when one is; empty otherwise."""
     def __init__(
         self,
         *,

@@ -28,47 +28,57 @@ from texera.lake.v1 import execution_pb2 as texera_dot_lake_dot_v1_dot_execution
 from texera.lake.v1 import workflow_pb2 as texera_dot_lake_dot_v1_dot_workflow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/execution_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1dtexera/lake/v1/workflow.proto\"\xa5\x01\n\x16SubmitExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x19\n\x11\x63omputing_unit_id\x18\x03 \x01(\t\x12\x30\n\x08workflow\x18\x04 \x01(\x0b\x32\x18.texera.lake.v1.WorkflowB\x04\xe2\x41\x01\x02\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"G\n\x17SubmitExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"1\n\x13GetExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x14GetExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"\x84\x01\n\x15ListExecutionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cwarehouse_id\x18\x03 \x01(\t\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\"`\n\x16ListExecutionsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"3\n\x15WatchExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"v\n\x16WatchExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12.\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x16\x43\x61ncelExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06reason\x18\x02 \x01(\t\"G\n\x17\x43\x61ncelExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"4\n\x16\x44\x65leteExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"G\n\x17\x44\x65leteExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution2\xdd\x04\n\x10\x45xecutionService\x12\x62\n\x0fSubmitExecution\x12&.texera.lake.v1.SubmitExecutionRequest\x1a\'.texera.lake.v1.SubmitExecutionResponse\x12Y\n\x0cGetExecution\x12#.texera.lake.v1.GetExecutionRequest\x1a$.texera.lake.v1.GetExecutionResponse\x12_\n\x0eListExecutions\x12%.texera.lake.v1.ListExecutionsRequest\x1a&.texera.lake.v1.ListExecutionsResponse\x12\x61\n\x0eWatchExecution\x12%.texera.lake.v1.WatchExecutionRequest\x1a&.texera.lake.v1.WatchExecutionResponse0\x01\x12\x62\n\x0f\x43\x61ncelExecution\x12&.texera.lake.v1.CancelExecutionRequest\x1a\'.texera.lake.v1.CancelExecutionResponse\x12\x62\n\x0f\x44\x65leteExecution\x12&.texera.lake.v1.DeleteExecutionRequest\x1a\'.texera.lake.v1.DeleteExecutionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&texera/lake/v1/execution_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etexera/lake/v1/execution.proto\x1a\x1dtexera/lake/v1/workflow.proto\"\xb7\x01\n\x16SubmitExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x0cwarehouse_id\x18\x02 \x01(\t\x12\x1f\n\x11\x63omputing_unit_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x08workflow\x18\x04 \x01(\x0b\x32\x18.texera.lake.v1.WorkflowB\x04\xe2\x41\x01\x02\x12\x18\n\nrequest_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"G\n\x17SubmitExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"1\n\x13GetExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"D\n\x14GetExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"\x8a\x01\n\x15ListExecutionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x1a\n\x0cwarehouse_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12.\n\x06states\x18\x04 \x03(\x0e\x32\x1e.texera.lake.v1.ExecutionState\"`\n\x16ListExecutionsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.texera.lake.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"3\n\x15WatchExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"v\n\x16WatchExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\x12.\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"J\n\x16\x43\x61ncelExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\"G\n\x17\x43\x61ncelExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution\"4\n\x16\x44\x65leteExecutionRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"G\n\x17\x44\x65leteExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.texera.lake.v1.Execution2\xdd\x04\n\x10\x45xecutionService\x12\x62\n\x0fSubmitExecution\x12&.texera.lake.v1.SubmitExecutionRequest\x1a\'.texera.lake.v1.SubmitExecutionResponse\x12Y\n\x0cGetExecution\x12#.texera.lake.v1.GetExecutionRequest\x1a$.texera.lake.v1.GetExecutionResponse\x12_\n\x0eListExecutions\x12%.texera.lake.v1.ListExecutionsRequest\x1a&.texera.lake.v1.ListExecutionsResponse\x12\x61\n\x0eWatchExecution\x12%.texera.lake.v1.WatchExecutionRequest\x1a&.texera.lake.v1.WatchExecutionResponse0\x01\x12\x62\n\x0f\x43\x61ncelExecution\x12&.texera.lake.v1.CancelExecutionRequest\x1a\'.texera.lake.v1.CancelExecutionResponse\x12\x62\n\x0f\x44\x65leteExecution\x12&.texera.lake.v1.DeleteExecutionRequest\x1a\'.texera.lake.v1.DeleteExecutionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'texera.lake.v1.execution_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['execution_id']._loaded_options = None
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\001'
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['computing_unit_id']._loaded_options = None
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['computing_unit_id']._serialized_options = b'\342A\001\001'
   _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['workflow']._loaded_options = None
   _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['workflow']._serialized_options = b'\342A\001\002'
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['request_id']._loaded_options = None
+  _globals['_SUBMITEXECUTIONREQUEST'].fields_by_name['request_id']._serialized_options = b'\342A\001\001'
   _globals['_GETEXECUTIONREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_GETEXECUTIONREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
+  _globals['_LISTEXECUTIONSREQUEST'].fields_by_name['warehouse_id']._loaded_options = None
+  _globals['_LISTEXECUTIONSREQUEST'].fields_by_name['warehouse_id']._serialized_options = b'\342A\001\001'
   _globals['_WATCHEXECUTIONREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_WATCHEXECUTIONREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
   _globals['_CANCELEXECUTIONREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_CANCELEXECUTIONREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
+  _globals['_CANCELEXECUTIONREQUEST'].fields_by_name['reason']._loaded_options = None
+  _globals['_CANCELEXECUTIONREQUEST'].fields_by_name['reason']._serialized_options = b'\342A\001\001'
   _globals['_DELETEEXECUTIONREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_DELETEEXECUTIONREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
   _globals['_SUBMITEXECUTIONREQUEST']._serialized_start=188
-  _globals['_SUBMITEXECUTIONREQUEST']._serialized_end=353
-  _globals['_SUBMITEXECUTIONRESPONSE']._serialized_start=355
-  _globals['_SUBMITEXECUTIONRESPONSE']._serialized_end=426
-  _globals['_GETEXECUTIONREQUEST']._serialized_start=428
-  _globals['_GETEXECUTIONREQUEST']._serialized_end=477
-  _globals['_GETEXECUTIONRESPONSE']._serialized_start=479
-  _globals['_GETEXECUTIONRESPONSE']._serialized_end=547
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=550
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=682
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=684
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=780
-  _globals['_WATCHEXECUTIONREQUEST']._serialized_start=782
-  _globals['_WATCHEXECUTIONREQUEST']._serialized_end=833
-  _globals['_WATCHEXECUTIONRESPONSE']._serialized_start=835
-  _globals['_WATCHEXECUTIONRESPONSE']._serialized_end=953
-  _globals['_CANCELEXECUTIONREQUEST']._serialized_start=955
-  _globals['_CANCELEXECUTIONREQUEST']._serialized_end=1023
-  _globals['_CANCELEXECUTIONRESPONSE']._serialized_start=1025
-  _globals['_CANCELEXECUTIONRESPONSE']._serialized_end=1096
-  _globals['_DELETEEXECUTIONREQUEST']._serialized_start=1098
-  _globals['_DELETEEXECUTIONREQUEST']._serialized_end=1150
-  _globals['_DELETEEXECUTIONRESPONSE']._serialized_start=1152
-  _globals['_DELETEEXECUTIONRESPONSE']._serialized_end=1223
-  _globals['_EXECUTIONSERVICE']._serialized_start=1226
-  _globals['_EXECUTIONSERVICE']._serialized_end=1831
+  _globals['_SUBMITEXECUTIONREQUEST']._serialized_end=371
+  _globals['_SUBMITEXECUTIONRESPONSE']._serialized_start=373
+  _globals['_SUBMITEXECUTIONRESPONSE']._serialized_end=444
+  _globals['_GETEXECUTIONREQUEST']._serialized_start=446
+  _globals['_GETEXECUTIONREQUEST']._serialized_end=495
+  _globals['_GETEXECUTIONRESPONSE']._serialized_start=497
+  _globals['_GETEXECUTIONRESPONSE']._serialized_end=565
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=568
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=706
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=708
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=804
+  _globals['_WATCHEXECUTIONREQUEST']._serialized_start=806
+  _globals['_WATCHEXECUTIONREQUEST']._serialized_end=857
+  _globals['_WATCHEXECUTIONRESPONSE']._serialized_start=859
+  _globals['_WATCHEXECUTIONRESPONSE']._serialized_end=977
+  _globals['_CANCELEXECUTIONREQUEST']._serialized_start=979
+  _globals['_CANCELEXECUTIONREQUEST']._serialized_end=1053
+  _globals['_CANCELEXECUTIONRESPONSE']._serialized_start=1055
+  _globals['_CANCELEXECUTIONRESPONSE']._serialized_end=1126
+  _globals['_DELETEEXECUTIONREQUEST']._serialized_start=1128
+  _globals['_DELETEEXECUTIONREQUEST']._serialized_end=1180
+  _globals['_DELETEEXECUTIONRESPONSE']._serialized_start=1182
+  _globals['_DELETEEXECUTIONRESPONSE']._serialized_end=1253
+  _globals['_EXECUTIONSERVICE']._serialized_start=1256
+  _globals['_EXECUTIONSERVICE']._serialized_end=1861
 # @@protoc_insertion_point(module_scope)

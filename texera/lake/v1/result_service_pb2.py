@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from texera.lake.v1 import result_pb2 as texera_dot_lake_dot_v1_dot_result__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#texera/lake/v1/result_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1btexera/lake/v1/result.proto\"W\n\x12ListResultsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x13ListResultsResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.texera.lake.v1.Result\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"}\n\x10GetResultRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x32\n\x08snapshot\x18\x03 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\";\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.texera.lake.v1.Result\"\xd8\x01\n\x15ReadResultPageRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0f\n\x07\x63olumns\x18\x03 \x03(\t\x12\x0e\n\x06\x66ilter\x18\x04 \x01(\t\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x32\n\x08snapshot\x18\x07 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\x12\x0c\n\x04skip\x18\x08 \x01(\x03\"\x9c\x01\n\x16ReadResultPageResponse\x12%\n\x04rows\x18\x01 \x03(\x0b\x32\x17.google.protobuf.Struct\x12-\n\x07\x63olumns\x18\x02 \x03(\x0b\x32\x1c.texera.lake.v1.ResultColumn\x12\x13\n\x0bsnapshot_id\x18\x03 \x01(\x03\x12\x17\n\x0fnext_page_token\x18\x04 \x01(\t\"\xea\x01\n\x13StreamResultRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0f\n\x07\x63olumns\x18\x03 \x03(\t\x12\x0e\n\x06\x66ilter\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\x03\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x32\n\x08snapshot\x18\x07 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\x12\x16\n\x0emax_batch_rows\x18\x08 \x01(\x05\x12\x0c\n\x04skip\x18\t \x01(\x03\"l\n\x14StreamResultResponse\x12\x11\n\tarrow_ipc\x18\x01 \x01(\x0c\x12\x11\n\trow_count\x18\x02 \x01(\x03\x12\x13\n\x0bsnapshot_id\x18\x03 \x01(\x03\x12\x19\n\x11resume_page_token\x18\x04 \x01(\t\"t\n\x14ListSnapshotsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"]\n\x15ListSnapshotsResponse\x12+\n\tsnapshots\x18\x01 \x03(\x0b\x32\x18.texera.lake.v1.Snapshot\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8c\x01\n\x1cListRuntimeStatisticsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x0coperator_ids\x18\x02 \x03(\t\x12\x13\n\x0blatest_only\x18\x03 \x01(\x08\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"n\n\x1dListRuntimeStatisticsResponse\x12\x34\n\nstatistics\x18\x01 \x03(\x0b\x32 .texera.lake.v1.RuntimeStatistic\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa6\x01\n\x1aListConsoleMessagesRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x0coperator_ids\x18\x02 \x03(\t\x12/\n\tmin_level\x18\x03 \x01(\x0e\x32\x1c.texera.lake.v1.ConsoleLevel\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"h\n\x1bListConsoleMessagesResponse\x12\x30\n\x08messages\x18\x01 \x03(\x0b\x32\x1e.texera.lake.v1.ConsoleMessage\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xbb\x05\n\rResultService\x12V\n\x0bListResults\x12\".texera.lake.v1.ListResultsRequest\x1a#.texera.lake.v1.ListResultsResponse\x12P\n\tGetResult\x12 .texera.lake.v1.GetResultRequest\x1a!.texera.lake.v1.GetResultResponse\x12_\n\x0eReadResultPage\x12%.texera.lake.v1.ReadResultPageRequest\x1a&.texera.lake.v1.ReadResultPageResponse\x12[\n\x0cStreamResult\x12#.texera.lake.v1.StreamResultRequest\x1a$.texera.lake.v1.StreamResultResponse0\x01\x12\\\n\rListSnapshots\x12$.texera.lake.v1.ListSnapshotsRequest\x1a%.texera.lake.v1.ListSnapshotsResponse\x12t\n\x15ListRuntimeStatistics\x12,.texera.lake.v1.ListRuntimeStatisticsRequest\x1a-.texera.lake.v1.ListRuntimeStatisticsResponse\x12n\n\x13ListConsoleMessages\x12*.texera.lake.v1.ListConsoleMessagesRequest\x1a+.texera.lake.v1.ListConsoleMessagesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#texera/lake/v1/result_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1btexera/lake/v1/result.proto\"W\n\x12ListResultsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x13ListResultsResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.texera.lake.v1.Result\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"}\n\x10GetResultRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x32\n\x08snapshot\x18\x03 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\";\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.texera.lake.v1.Result\"\xde\x01\n\x15ReadResultPageRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0f\n\x07\x63olumns\x18\x03 \x03(\t\x12\x14\n\x06\x66ilter\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x32\n\x08snapshot\x18\x07 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\x12\x0c\n\x04skip\x18\x08 \x01(\x03\"\x9c\x01\n\x16ReadResultPageResponse\x12%\n\x04rows\x18\x01 \x03(\x0b\x32\x17.google.protobuf.Struct\x12-\n\x07\x63olumns\x18\x02 \x03(\x0b\x32\x1c.texera.lake.v1.ResultColumn\x12\x13\n\x0bsnapshot_id\x18\x03 \x01(\x03\x12\x17\n\x0fnext_page_token\x18\x04 \x01(\t\"\xf0\x01\n\x13StreamResultRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0f\n\x07\x63olumns\x18\x03 \x03(\t\x12\x14\n\x06\x66ilter\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\r\n\x05limit\x18\x05 \x01(\x03\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x32\n\x08snapshot\x18\x07 \x01(\x0b\x32 .texera.lake.v1.SnapshotSelector\x12\x16\n\x0emax_batch_rows\x18\x08 \x01(\x05\x12\x0c\n\x04skip\x18\t \x01(\x03\"l\n\x14StreamResultResponse\x12\x11\n\tarrow_ipc\x18\x01 \x01(\x0c\x12\x11\n\trow_count\x18\x02 \x01(\x03\x12\x13\n\x0bsnapshot_id\x18\x03 \x01(\x03\x12\x19\n\x11resume_page_token\x18\x04 \x01(\t\"t\n\x14ListSnapshotsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0boperator_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"]\n\x15ListSnapshotsResponse\x12+\n\tsnapshots\x18\x01 \x03(\x0b\x32\x18.texera.lake.v1.Snapshot\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8c\x01\n\x1cListRuntimeStatisticsRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x0coperator_ids\x18\x02 \x03(\t\x12\x13\n\x0blatest_only\x18\x03 \x01(\x08\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"n\n\x1dListRuntimeStatisticsResponse\x12\x34\n\nstatistics\x18\x01 \x03(\x0b\x32 .texera.lake.v1.RuntimeStatistic\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa6\x01\n\x1aListConsoleMessagesRequest\x12\x1a\n\x0c\x65xecution_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x0coperator_ids\x18\x02 \x03(\t\x12/\n\tmin_level\x18\x03 \x01(\x0e\x32\x1c.texera.lake.v1.ConsoleLevel\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"h\n\x1bListConsoleMessagesResponse\x12\x30\n\x08messages\x18\x01 \x03(\x0b\x32\x1e.texera.lake.v1.ConsoleMessage\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xbb\x05\n\rResultService\x12V\n\x0bListResults\x12\".texera.lake.v1.ListResultsRequest\x1a#.texera.lake.v1.ListResultsResponse\x12P\n\tGetResult\x12 .texera.lake.v1.GetResultRequest\x1a!.texera.lake.v1.GetResultResponse\x12_\n\x0eReadResultPage\x12%.texera.lake.v1.ReadResultPageRequest\x1a&.texera.lake.v1.ReadResultPageResponse\x12[\n\x0cStreamResult\x12#.texera.lake.v1.StreamResultRequest\x1a$.texera.lake.v1.StreamResultResponse0\x01\x12\\\n\rListSnapshots\x12$.texera.lake.v1.ListSnapshotsRequest\x1a%.texera.lake.v1.ListSnapshotsResponse\x12t\n\x15ListRuntimeStatistics\x12,.texera.lake.v1.ListRuntimeStatisticsRequest\x1a-.texera.lake.v1.ListRuntimeStatisticsResponse\x12n\n\x13ListConsoleMessages\x12*.texera.lake.v1.ListConsoleMessagesRequest\x1a+.texera.lake.v1.ListConsoleMessagesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,10 +44,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READRESULTPAGEREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
   _globals['_READRESULTPAGEREQUEST'].fields_by_name['operator_id']._loaded_options = None
   _globals['_READRESULTPAGEREQUEST'].fields_by_name['operator_id']._serialized_options = b'\342A\001\002'
+  _globals['_READRESULTPAGEREQUEST'].fields_by_name['filter']._loaded_options = None
+  _globals['_READRESULTPAGEREQUEST'].fields_by_name['filter']._serialized_options = b'\342A\001\001'
   _globals['_STREAMRESULTREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_STREAMRESULTREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
   _globals['_STREAMRESULTREQUEST'].fields_by_name['operator_id']._loaded_options = None
   _globals['_STREAMRESULTREQUEST'].fields_by_name['operator_id']._serialized_options = b'\342A\001\002'
+  _globals['_STREAMRESULTREQUEST'].fields_by_name['filter']._loaded_options = None
+  _globals['_STREAMRESULTREQUEST'].fields_by_name['filter']._serialized_options = b'\342A\001\001'
   _globals['_LISTSNAPSHOTSREQUEST'].fields_by_name['execution_id']._loaded_options = None
   _globals['_LISTSNAPSHOTSREQUEST'].fields_by_name['execution_id']._serialized_options = b'\342A\001\002'
   _globals['_LISTSNAPSHOTSREQUEST'].fields_by_name['operator_id']._loaded_options = None
@@ -65,25 +69,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETRESULTRESPONSE']._serialized_start=452
   _globals['_GETRESULTRESPONSE']._serialized_end=511
   _globals['_READRESULTPAGEREQUEST']._serialized_start=514
-  _globals['_READRESULTPAGEREQUEST']._serialized_end=730
-  _globals['_READRESULTPAGERESPONSE']._serialized_start=733
-  _globals['_READRESULTPAGERESPONSE']._serialized_end=889
-  _globals['_STREAMRESULTREQUEST']._serialized_start=892
-  _globals['_STREAMRESULTREQUEST']._serialized_end=1126
-  _globals['_STREAMRESULTRESPONSE']._serialized_start=1128
-  _globals['_STREAMRESULTRESPONSE']._serialized_end=1236
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=1238
-  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=1354
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=1356
-  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=1449
-  _globals['_LISTRUNTIMESTATISTICSREQUEST']._serialized_start=1452
-  _globals['_LISTRUNTIMESTATISTICSREQUEST']._serialized_end=1592
-  _globals['_LISTRUNTIMESTATISTICSRESPONSE']._serialized_start=1594
-  _globals['_LISTRUNTIMESTATISTICSRESPONSE']._serialized_end=1704
-  _globals['_LISTCONSOLEMESSAGESREQUEST']._serialized_start=1707
-  _globals['_LISTCONSOLEMESSAGESREQUEST']._serialized_end=1873
-  _globals['_LISTCONSOLEMESSAGESRESPONSE']._serialized_start=1875
-  _globals['_LISTCONSOLEMESSAGESRESPONSE']._serialized_end=1979
-  _globals['_RESULTSERVICE']._serialized_start=1982
-  _globals['_RESULTSERVICE']._serialized_end=2681
+  _globals['_READRESULTPAGEREQUEST']._serialized_end=736
+  _globals['_READRESULTPAGERESPONSE']._serialized_start=739
+  _globals['_READRESULTPAGERESPONSE']._serialized_end=895
+  _globals['_STREAMRESULTREQUEST']._serialized_start=898
+  _globals['_STREAMRESULTREQUEST']._serialized_end=1138
+  _globals['_STREAMRESULTRESPONSE']._serialized_start=1140
+  _globals['_STREAMRESULTRESPONSE']._serialized_end=1248
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_start=1250
+  _globals['_LISTSNAPSHOTSREQUEST']._serialized_end=1366
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_start=1368
+  _globals['_LISTSNAPSHOTSRESPONSE']._serialized_end=1461
+  _globals['_LISTRUNTIMESTATISTICSREQUEST']._serialized_start=1464
+  _globals['_LISTRUNTIMESTATISTICSREQUEST']._serialized_end=1604
+  _globals['_LISTRUNTIMESTATISTICSRESPONSE']._serialized_start=1606
+  _globals['_LISTRUNTIMESTATISTICSRESPONSE']._serialized_end=1716
+  _globals['_LISTCONSOLEMESSAGESREQUEST']._serialized_start=1719
+  _globals['_LISTCONSOLEMESSAGESREQUEST']._serialized_end=1885
+  _globals['_LISTCONSOLEMESSAGESRESPONSE']._serialized_start=1887
+  _globals['_LISTCONSOLEMESSAGESRESPONSE']._serialized_end=1991
+  _globals['_RESULTSERVICE']._serialized_start=1994
+  _globals['_RESULTSERVICE']._serialized_end=2693
 # @@protoc_insertion_point(module_scope)

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from texera.lake.v1 import annotations_pb2 as texera_dot_lake_dot_v1_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etexera/lake/v1/warehouse.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a texera/lake/v1/annotations.proto\"\xe3\x03\n\tWarehouse\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64isplay_name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rowner_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x38\n\x07storage\x18\x04 \x01(\x0b\x32 .texera.lake.v1.S3StorageProfileB\x05\xe2\x41\x02\x02\x05\x12\x33\n\x05state\x18\x05 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseStateB\x04\xe2\x41\x01\x03\x12\"\n\x14\x63\x61talog_warehouse_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12$\n\x16\x63\x61talog_warehouse_name\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12 \n\x12\x63redential_version\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0b\x63\x61ller_role\x18\x0b \x01(\x0e\x32\x1d.texera.lake.v1.WarehouseRoleB\x04\xe2\x41\x01\x03\"\xb3\x01\n\x0fWarehouseMember\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x31\n\x04role\x18\x02 \x01(\x0e\x32\x1d.texera.lake.v1.WarehouseRoleB\x04\xe2\x41\x01\x02\x12 \n\x12granted_by_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ngrant_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xd4\x01\n\x10S3StorageProfile\x12\x14\n\x06\x62ucket\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\nkey_prefix\x18\x02 \x01(\t\x12\x14\n\x06region\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x19\n\x11path_style_access\x18\x05 \x01(\x08\x12(\n\x06\x66lavor\x18\x06 \x01(\x0e\x32\x18.texera.lake.v1.S3Flavor\x12\x13\n\x0bsts_enabled\x18\x07 \x01(\x08\x12\x14\n\x0csts_role_arn\x18\x08 \x01(\t\"U\n\rS3Credentials\x12\x1f\n\raccess_key_id\x18\x01 \x01(\tB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12#\n\x11secret_access_key\x18\x02 \x01(\tB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01*\x7f\n\rWarehouseRole\x12\x1e\n\x1aWAREHOUSE_ROLE_UNSPECIFIED\x10\x00\x12\x19\n\x15WAREHOUSE_ROLE_READER\x10\x01\x12\x19\n\x15WAREHOUSE_ROLE_WRITER\x10\x02\x12\x18\n\x14WAREHOUSE_ROLE_OWNER\x10\x03*\xa6\x01\n\x0eWarehouseState\x12\x1f\n\x1bWAREHOUSE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16WAREHOUSE_STATE_ACTIVE\x10\x01\x12\x1c\n\x18WAREHOUSE_STATE_ARCHIVED\x10\x02\x12\x1c\n\x18WAREHOUSE_STATE_DELETING\x10\x03\x12\x1b\n\x17WAREHOUSE_STATE_DELETED\x10\x04*Q\n\x08S3Flavor\x12\x19\n\x15S3_FLAVOR_UNSPECIFIED\x10\x00\x12\x11\n\rS3_FLAVOR_AWS\x10\x01\x12\x17\n\x13S3_FLAVOR_S3_COMPAT\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etexera/lake/v1/warehouse.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a texera/lake/v1/annotations.proto\"\xe3\x03\n\tWarehouse\x12\x1a\n\x0cwarehouse_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64isplay_name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rowner_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x38\n\x07storage\x18\x04 \x01(\x0b\x32 .texera.lake.v1.S3StorageProfileB\x05\xe2\x41\x02\x02\x05\x12\x33\n\x05state\x18\x05 \x01(\x0e\x32\x1e.texera.lake.v1.WarehouseStateB\x04\xe2\x41\x01\x03\x12\"\n\x14\x63\x61talog_warehouse_id\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12$\n\x16\x63\x61talog_warehouse_name\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12 \n\x12\x63redential_version\x18\x08 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0b\x63\x61ller_role\x18\x0b \x01(\x0e\x32\x1d.texera.lake.v1.WarehouseRoleB\x04\xe2\x41\x01\x03\"\xb3\x01\n\x0fWarehouseMember\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x31\n\x04role\x18\x02 \x01(\x0e\x32\x1d.texera.lake.v1.WarehouseRoleB\x04\xe2\x41\x01\x02\x12 \n\x12granted_by_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ngrant_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xe0\x01\n\x10S3StorageProfile\x12\x14\n\x06\x62ucket\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nkey_prefix\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x06region\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x65ndpoint\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x11path_style_access\x18\x05 \x01(\x08\x12(\n\x06\x66lavor\x18\x06 \x01(\x0e\x32\x18.texera.lake.v1.S3Flavor\x12\x13\n\x0bsts_enabled\x18\x07 \x01(\x08\x12\x14\n\x0csts_role_arn\x18\x08 \x01(\t\"U\n\rS3Credentials\x12\x1f\n\raccess_key_id\x18\x01 \x01(\tB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01\x12#\n\x11secret_access_key\x18\x02 \x01(\tB\x08\xe2\x41\x01\x02\xc8\xda\x18\x01*\x7f\n\rWarehouseRole\x12\x1e\n\x1aWAREHOUSE_ROLE_UNSPECIFIED\x10\x00\x12\x19\n\x15WAREHOUSE_ROLE_READER\x10\x01\x12\x19\n\x15WAREHOUSE_ROLE_WRITER\x10\x02\x12\x18\n\x14WAREHOUSE_ROLE_OWNER\x10\x03*\xa6\x01\n\x0eWarehouseState\x12\x1f\n\x1bWAREHOUSE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16WAREHOUSE_STATE_ACTIVE\x10\x01\x12\x1c\n\x18WAREHOUSE_STATE_ARCHIVED\x10\x02\x12\x1c\n\x18WAREHOUSE_STATE_DELETING\x10\x03\x12\x1b\n\x17WAREHOUSE_STATE_DELETED\x10\x04*Q\n\x08S3Flavor\x12\x19\n\x15S3_FLAVOR_UNSPECIFIED\x10\x00\x12\x11\n\rS3_FLAVOR_AWS\x10\x01\x12\x17\n\x13S3_FLAVOR_S3_COMPAT\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -66,24 +66,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WAREHOUSEMEMBER'].fields_by_name['grant_time']._serialized_options = b'\342A\001\003'
   _globals['_S3STORAGEPROFILE'].fields_by_name['bucket']._loaded_options = None
   _globals['_S3STORAGEPROFILE'].fields_by_name['bucket']._serialized_options = b'\342A\001\002'
+  _globals['_S3STORAGEPROFILE'].fields_by_name['key_prefix']._loaded_options = None
+  _globals['_S3STORAGEPROFILE'].fields_by_name['key_prefix']._serialized_options = b'\342A\001\001'
   _globals['_S3STORAGEPROFILE'].fields_by_name['region']._loaded_options = None
   _globals['_S3STORAGEPROFILE'].fields_by_name['region']._serialized_options = b'\342A\001\002'
+  _globals['_S3STORAGEPROFILE'].fields_by_name['endpoint']._loaded_options = None
+  _globals['_S3STORAGEPROFILE'].fields_by_name['endpoint']._serialized_options = b'\342A\001\001'
   _globals['_S3CREDENTIALS'].fields_by_name['access_key_id']._loaded_options = None
   _globals['_S3CREDENTIALS'].fields_by_name['access_key_id']._serialized_options = b'\342A\001\002\310\332\030\001'
   _globals['_S3CREDENTIALS'].fields_by_name['secret_access_key']._loaded_options = None
   _globals['_S3CREDENTIALS'].fields_by_name['secret_access_key']._serialized_options = b'\342A\001\002\310\332\030\001'
-  _globals['_WAREHOUSEROLE']._serialized_start=1120
-  _globals['_WAREHOUSEROLE']._serialized_end=1247
-  _globals['_WAREHOUSESTATE']._serialized_start=1250
-  _globals['_WAREHOUSESTATE']._serialized_end=1416
-  _globals['_S3FLAVOR']._serialized_start=1418
-  _globals['_S3FLAVOR']._serialized_end=1499
+  _globals['_WAREHOUSEROLE']._serialized_start=1132
+  _globals['_WAREHOUSEROLE']._serialized_end=1259
+  _globals['_WAREHOUSESTATE']._serialized_start=1262
+  _globals['_WAREHOUSESTATE']._serialized_end=1428
+  _globals['_S3FLAVOR']._serialized_start=1430
+  _globals['_S3FLAVOR']._serialized_end=1511
   _globals['_WAREHOUSE']._serialized_start=151
   _globals['_WAREHOUSE']._serialized_end=634
   _globals['_WAREHOUSEMEMBER']._serialized_start=637
   _globals['_WAREHOUSEMEMBER']._serialized_end=816
   _globals['_S3STORAGEPROFILE']._serialized_start=819
-  _globals['_S3STORAGEPROFILE']._serialized_end=1031
-  _globals['_S3CREDENTIALS']._serialized_start=1033
-  _globals['_S3CREDENTIALS']._serialized_end=1118
+  _globals['_S3STORAGEPROFILE']._serialized_end=1043
+  _globals['_S3CREDENTIALS']._serialized_start=1045
+  _globals['_S3CREDENTIALS']._serialized_end=1130
 # @@protoc_insertion_point(module_scope)
