@@ -54,6 +54,35 @@ On Debian or Ubuntu: sudo apt-get install jq"
   fi
 fi
 
+# Go, its gRPC and protobuf libraries and the stub generators, for the example Go client
+# (clients/go, built offline by clients/go/build.sh against the libraries Debian installs under
+# /usr/share/gocode). Optional: without them the mesh runs and only the Go client's tests are
+# skipped, so this warns rather than fails. golang-github-golang-protobuf-1-5-dev is named on
+# purpose: golang-google-grpc-dev depends on "…-1-3-dev | …-1-5-dev", so apt would pick the
+# protobuf 1.3 runtime, with which a client panics at run time; naming 1.5 installs it instead
+# (and replaces 1.3 where that is installed).
+go_packages=(golang-go golang-google-grpc-dev golang-github-golang-protobuf-1-5-dev
+  golang-google-genproto-dev protoc-gen-go protoc-gen-go-grpc)
+if command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for package in "${go_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing Go and its gRPC libraries for the Go client (Debian packages: ${missing[*]})"
+      export DEBIAN_FRONTEND=noninteractive
+      go_install() { apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
+      go_install || { apt-get update -qq && go_install; } ||
+        say "warning: could not install ${missing[*]} with apt-get (its messages above say why); the Go client's tests will be skipped"
+    else
+      say "warning: the Go client's tests will be skipped without these Debian packages: sudo apt-get install --no-install-recommends ${missing[*]}"
+    fi
+  fi
+elif ! command -v go >/dev/null 2>&1; then
+  say "warning: no Go on PATH: the Go client's tests will be skipped (clients/go/build.sh expects Debian's Go packages; see docs/api.md)"
+fi
+
 fingerprint() { cat "$@" | sha256sum | cut -d ' ' -f 1; }
 
 if [ ! -x .venv/bin/python ]; then

@@ -4,18 +4,14 @@ apache-arrow for the stream. Its input is what `texera-lake dev user` prints, on
 
 from __future__ import annotations
 
-import itertools
-import json
 import subprocess
 import uuid
-from typing import Any
 
 import pytest
 
 from embedded_stack.stack import Stack
 from tests.conftest import ROOT
-from tests.integration.executions import SHARED_UNIT_OWNER, share_unit
-from tests.integration.mesh import BIN
+from tests.integration.clients import assert_the_journey_ran, dev_user_with_a_unit, run_client
 
 pytestmark = pytest.mark.integration
 
@@ -24,46 +20,10 @@ CLIENT = ROOT / "clients" / "typescript"
 
 def test_the_typescript_client_runs_the_journey(stack: Stack) -> None:
     subprocess.run(["npm", "run", "--silent", "client:build"], cwd=ROOT, check=True, timeout=300)
-    name = f"ts-{uuid.uuid4().hex[:6]}"
-    unit = stack.unit_for(SHARED_UNIT_OWNER)  # no unit of its own to start
-    share_unit(stack, unit.unit_id, SHARED_UNIT_OWNER, name)
-    user = subprocess.run(
-        [str(BIN / "texera-lake"), "--state-dir", str(stack.state_dir), "dev", "user", name],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    run = subprocess.run(
-        ["node", str(CLIENT / "dist" / "journey.js"), unit.unit_id],
-        input=user,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
-    steps: dict[str, list[dict[str, Any]]] = {}
-    for line in run.stdout.splitlines():
-        report = json.loads(line)
-        steps.setdefault(report.pop("step"), []).append(report)
+    user, unit_id = dev_user_with_a_unit(stack, f"ts-{uuid.uuid4().hex[:6]}")
+    steps = run_client(["node", str(CLIENT / "dist" / "journey.js"), unit_id], user)
 
-    assert steps["warehouse"][0]["warehouse_id"]
-    watched = steps["watch"]
-    assert watched[-1]["state"] == "SUCCEEDED"
-    for before, after in itertools.pairwise(watched):
-        assert after["tasks_total"] >= before["tasks_total"]
-        assert after["tasks_completed"] >= before["tasks_completed"]
-    assert all(w["tasks_completed"] <= w["tasks_total"] for w in watched)
-    assert watched[-1]["tasks_completed"] == watched[-1]["tasks_total"] > 0
-
-    # The inline numbers arrived as numbers, the null as null.
-    [page] = steps["page"]
-    assert sorted(page["rows"], key=lambda row: row["item"]) == [
-        {"item": "bread", "price": 4},
-        {"item": "cake", "price": None},
-        {"item": "tea", "price": 2.5},
-    ]
+    assert_the_journey_ran(steps)
     [stream] = steps["stream"]
     assert stream["columns"] == ["id", "sq"]
     assert stream["rows"] == 1000
