@@ -1,9 +1,11 @@
 """Server reflection limited to what a server serves, with the API's documentation.
 
-Clients such as grpcurl `list` and `describe` through it. It answers only with
-the files of the services this server serves and the files they import, so a
-server never describes a service it does not serve (the gateway hides the
-internal registry API). The API's files come from the descriptor set that
+Clients such as grpcurl `list` and `describe` through it, in either version of the protocol
+(`grpc.reflection.v1`, and `v1alpha` for older clients; their messages are the same on the
+wire). It answers only with the files of the services this server serves, the files they
+import, and the types an error's details carry (`google.rpc`), so that a client renders
+ErrorInfo, BadRequest, ResourceInfo and RetryInfo; a server never describes a service it does
+not serve (the gateway hides the internal registry API). The API's files come from the descriptor set that
 scripts/gen_protos.py writes with source info, so `describe` shows every
 element's comment; other files (health, reflection) come from the default pool.
 Method names resolve to their service's file, which the default pool's lookup
@@ -18,6 +20,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import texera.lake
@@ -25,6 +28,29 @@ import texera.lake
 #: The API's files with their comments, written by `make gen` beside the generated code.
 API_DESCRIPTOR_SET = Path(texera.lake.__file__).parent / "api_descriptor_set.binpb"
 SERVICE_NAME: str = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
+V1_PACKAGE = "grpc.reflection.v1"
+V1_SERVICE_NAME = f"{V1_PACKAGE}.ServerReflection"
+#: Files of the types an error's details may carry (see service_runtime.errors).
+DETAIL_FILES = (status_pb2.DESCRIPTOR.name, error_details_pb2.DESCRIPTOR.name)
+
+
+def _v1_file() -> descriptor_pb2.FileDescriptorProto:
+    """grpc.reflection.v1's file, made from v1alpha's (grpcio-reflection ships only that one):
+    the same messages and service under the stable package."""
+    proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(proto)
+    alpha = f".{proto.package}."
+    proto.name = "grpc/reflection/v1/reflection.proto"
+    proto.package = V1_PACKAGE
+    proto.ClearField("options")
+    for message in proto.message_type:
+        for field in message.field:
+            if field.HasField("type_name"):
+                field.type_name = field.type_name.replace(alpha, f".{V1_PACKAGE}.")
+    for method in proto.service[0].method:
+        method.input_type = method.input_type.replace(alpha, f".{V1_PACKAGE}.")
+        method.output_type = method.output_type.replace(alpha, f".{V1_PACKAGE}.")
+    return proto
 
 
 def _without_json_names(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
@@ -59,7 +85,8 @@ class ServedFiles:
 
     def __init__(self, service_names: Iterable[str]) -> None:
         self.service_names = sorted(service_names)
-        api = _api_files()
+        v1 = _v1_file()
+        api = {**_api_files(), v1.name: v1}
         self._protos: dict[str, descriptor_pb2.FileDescriptorProto] = {}
 
         def add(name: str) -> None:
@@ -74,6 +101,8 @@ class ServedFiles:
         default = descriptor_pool.Default()
         for service in self.service_names:
             add(api_services.get(service) or default.FindServiceByName(service).file.name)
+        for name in DETAIL_FILES:
+            add(name)
         self.pool = descriptor_pool.DescriptorPool()
         for proto in self._protos.values():  # dependencies first, as the pool needs
             self.pool.Add(proto)
@@ -166,7 +195,16 @@ def _error(
 
 
 def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
-    """Serves reflection of the named services (and of reflection itself) on server."""
-    files = ServedFiles([*service_names, SERVICE_NAME])
+    """Serves reflection of the named services (and of reflection itself, both versions) on
+    server."""
+    servicer = ReflectionServicer(ServedFiles([*service_names, SERVICE_NAME, V1_SERVICE_NAME]))
     add = reflection_pb2_grpc.add_ServerReflectionServicer_to_server  # untyped upstream
-    add(ReflectionServicer(files), server)  # type: ignore[no-untyped-call]
+    add(servicer, server)  # type: ignore[no-untyped-call]
+    v1 = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(V1_SERVICE_NAME, {"ServerReflectionInfo": v1}),)
+    )

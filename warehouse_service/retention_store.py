@@ -111,3 +111,16 @@ async def output_tables(connection: Connection, execution_id: str) -> list[tuple
         execution_id,
     )
     return [(row["namespace"], row["table_name"]) for row in rows]
+
+
+async def executions_being_removed(
+    connection: Connection, warehouse_id: uuid.UUID
+) -> dict[str, bool]:
+    """The warehouse's executions whose tables the cleaner drops, each with whether it was
+    deleted (all its tables go) or not (it failed or was cancelled: its results go)."""
+    rows = await connection.fetch(
+        "SELECT execution_id, deleted_at IS NOT NULL AS deleted FROM executions "
+        "WHERE warehouse_id = $1 AND (deleted_at IS NOT NULL OR state IN ('FAILED', 'CANCELLED'))",
+        warehouse_id,
+    )
+    return {row["execution_id"]: row["deleted"] for row in rows}

@@ -43,9 +43,11 @@ from texera.lake.v1 import (
 )
 from warehouse_service import (
     catalog_purge,
+    leftover_tables,
     memberships,
     platform_warehouse,
     records,
+    retention_store,
     usage,
     usage_repository,
 )
@@ -619,7 +621,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         try:
             name, catalog_id = row["catalog_warehouse_name"], str(row["catalog_warehouse_id"])
             contents = await catalog_purge.contents(self._catalog, name, catalog_id)
-            tables = sum(len(names) for names in contents.values())
+            tables = await self._contents_kept(row["warehouse_id"], name, contents)
             if tables and not request.purge:
                 raise ServiceError(
                     grpc.StatusCode.FAILED_PRECONDITION,
@@ -649,6 +651,18 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         return warehouse_service_pb2.DeleteWarehouseResponse(
             warehouse=records.warehouse(present(deleted), Role.OWNER)
         )
+
+    async def _contents_kept(
+        self, warehouse_id: uuid.UUID, name: str, contents: catalog_purge.Contents
+    ) -> int:
+        """How many listed tables are the warehouse's contents: not counting those the cleaner
+        drops anyway (see leftover_tables)."""
+        if not any(contents.values()):
+            return 0
+        async with self._db.connection() as connection:
+            removing = await retention_store.executions_being_removed(connection, warehouse_id)
+        prefix = await self._catalog.prefix(name)
+        return await leftover_tables.kept(self._catalog, prefix, contents, removing)
 
     async def _stop_writes(
         self, warehouse_id: uuid.UUID, target: str, sources: tuple[str, ...]

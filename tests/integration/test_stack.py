@@ -35,7 +35,11 @@ STACK_SERVICES = {
     "result-service": {"texera.lake.v1.ResultService"},
 }
 EXPECTED_SERVICES = {**STACK_SERVICES, "unit": {"texera.lake.v1.ExecutionService"}}
-COMMON_SERVICES = {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+COMMON_SERVICES = {
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+}
 
 
 def _target(stack: Stack, service: str) -> str:
@@ -52,6 +56,36 @@ def test_reflection_lists_every_service(stack: Stack, service: str) -> None:
 def test_health_check_answers_serving(stack: Stack, service: str) -> None:
     answer = json.loads(grpcurl(_target(stack, service), "grpc.health.v1.Health/Check").stdout)
     assert answer == {"status": "SERVING"}
+
+
+def test_grpcurl_renders_the_details_of_every_kind_of_error(stack: Stack) -> None:
+    """Through a gateway whose rate limit lets a user make a handful of calls: not found, an
+    invalid argument and a refusal past the limit, each with its ErrorInfo (and RetryInfo)
+    printed by grpcurl, which resolves their types through the gateway's reflection."""
+    strict = stack.start_part(
+        "strict-gateway",
+        "gateway",
+        {"TEXERA_LAKE_GATEWAY_RATE_PER_SECOND": "0.01", "TEXERA_LAKE_GATEWAY_RATE_BURST": "12"},
+    )
+    header = f"authorization: Bearer {stack.token(f'details-{uuid.uuid4().hex[:6]}')}"
+    method = "texera.lake.v1.WarehouseService/GetWarehouse"
+
+    def get(warehouse_id: str) -> str:
+        body = json.dumps({"warehouse_id": warehouse_id})
+        return grpcurl("-H", header, "-d", body, strict, method, check=False).stderr
+
+    answers = {"NotFound": get(str(uuid.uuid4())), "InvalidArgument": get("not-an-id")}
+    for _ in range(20):
+        if "Code: ResourceExhausted" in (refused := get(str(uuid.uuid4()))):
+            answers["ResourceExhausted"] = refused
+            break
+    assert set(answers) == {"NotFound", "InvalidArgument", "ResourceExhausted"}
+    for code, printed in answers.items():
+        assert f"Code: {code}" in printed
+        assert "is not recognized" not in printed
+        assert '"@type":"type.googleapis.com/google.rpc.ErrorInfo"' in printed
+    assert '"@type":"type.googleapis.com/google.rpc.BadRequest"' in answers["InvalidArgument"]
+    assert '"@type":"type.googleapis.com/google.rpc.RetryInfo"' in answers["ResourceExhausted"]
 
 
 def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embedded_stack.secrets import JWT_SECRET_FILE
-from embedded_stack.stack import ENDPOINTS_FILE
+from embedded_stack.state_files import ENDPOINTS_FILE
 from lake_cli.__main__ import main
 
 

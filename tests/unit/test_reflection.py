@@ -17,15 +17,16 @@ Reflection = grpc.aio.StreamStreamMultiCallable[
 ]
 
 
-@pytest.fixture
-async def reflection() -> AsyncIterator[Reflection]:
+@pytest.fixture(params=["grpc.reflection.v1alpha", "grpc.reflection.v1"])
+async def reflection(request: pytest.FixtureRequest) -> AsyncIterator[Reflection]:
+    """Reflection in either version of the protocol (the same messages on the wire)."""
     server = grpc.aio.server()
     enable_reflection(["texera.lake.v1.WarehouseService"], server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         yield channel.stream_stream(
-            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            f"/{request.param}.ServerReflection/ServerReflectionInfo",
             request_serializer=R.ServerReflectionRequest.SerializeToString,
             response_deserializer=R.ServerReflectionResponse.FromString,
         )
@@ -53,6 +54,7 @@ async def test_lists_only_the_served_services(
 ) -> None:
     answer = await _ask(reflection, list_services="")
     assert [s.name for s in answer.list_services_response.service] == [
+        "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
         "texera.lake.v1.WarehouseService",
     ]
@@ -110,3 +112,23 @@ async def test_fields_carry_no_json_name_so_clients_print_the_proto_names(
 
     for file in _files(answer).values():
         assert fields(list(file.message_type)) == [], file.name
+
+
+DETAILS = ["ErrorInfo", "BadRequest", "ResourceInfo", "RetryInfo", "Status"]
+
+
+@pytest.mark.parametrize("detail", [f"google.rpc.{name}" for name in DETAILS])
+async def test_the_types_of_an_errors_details_are_described(
+    reflection: Reflection, detail: str
+) -> None:
+    """A client renders an error's details only once it can resolve their types."""
+    files = _files(await _ask(reflection, file_containing_symbol=detail))
+    described = {f"{f.package}.{m.name}" for f in files.values() for m in f.message_type}
+    assert detail in described
+
+
+async def test_the_stable_version_describes_itself(reflection: Reflection) -> None:
+    answer = await _ask(reflection, file_containing_symbol="grpc.reflection.v1.ServerReflection")
+    [v1] = [f for f in _files(answer).values() if f.package == "grpc.reflection.v1"]
+    assert [m.name for m in v1.service[0].method] == ["ServerReflectionInfo"]
+    assert v1.service[0].method[0].input_type == ".grpc.reflection.v1.ServerReflectionRequest"
