@@ -2,23 +2,27 @@
 
 A REST catalog's requests carry the current token of the warehouse's CatalogToken, and a
 refusal (401, 419) tells it so; pyiceberg then tries the request once more, with the token
-the holder renewed meanwhile."""
+the holder renewed meanwhile. A REST catalog's server is verified as catalog_trust says (the
+`ssl` property of pyiceberg's REST client); every catalog's FileIO gets storage_io (the storage
+CA bundle, see catalog_map.trust)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.rest import AUTH, RestCatalog
+from pyiceberg.catalog.rest import AUTH, CA_BUNDLE, SSL, RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
-from requests import PreparedRequest, Response
+from requests import PreparedRequest, Response, Session
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
 
 from catalog_map.catalog_token import CatalogToken, CatalogTokenAuth
 from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
+from service_runtime.outbound_tls import ServerTrust
 from texera.lake.internal.v1 import registry_service_pb2
 
 #: The catalog's answers to a token it does not take (unauthorized, authorization expired).
@@ -26,13 +30,15 @@ _TOKEN_REFUSED = frozenset({401, 419})
 
 
 class _CatalogAdapter(HTTPAdapter):
-    """Gives every request a timeout (pyiceberg's REST client sets none), and tells the token
-    holder when the catalog refused its token."""
+    """Gives every request a timeout (pyiceberg's REST client sets none) and the configured
+    server verification (requests lets REQUESTS_CA_BUNDLE override a session's own CA bundle,
+    psf/requests#3829), and tells the token holder when the catalog refused its token."""
 
-    def __init__(self, timeout_seconds: float, token: CatalogToken) -> None:
+    def __init__(self, timeout_seconds: float, token: CatalogToken, verify: bool | str) -> None:
         super().__init__()
         self._timeout = timeout_seconds
         self._token = token
+        self._verify = verify
 
     @override
     def send(
@@ -44,10 +50,28 @@ class _CatalogAdapter(HTTPAdapter):
         cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
         proxies: Mapping[str, str] | None = None,
     ) -> Response:
-        response = super().send(request, stream, timeout or self._timeout, verify, cert, proxies)
+        response = super().send(
+            request, stream, timeout or self._timeout, self._verify, cert, proxies
+        )
         if response.status_code in _TOKEN_REFUSED:
             self._token.refused(request.headers.get("Authorization", ""))
         return response
+
+
+class _AdaptedRestCatalog(RestCatalog):
+    """RestCatalog whose every session, its config fetch's too, sends through an adapter."""
+
+    def __init__(self, adapter: Callable[[], HTTPAdapter], name: str, **properties: Any) -> None:
+        self._adapter = adapter
+        super().__init__(name, **properties)
+
+    @override
+    def _create_session(self) -> Session:
+        session = super()._create_session()
+        adapter = self._adapter()
+        for prefix in ("http://", "https://"):
+            session.mount(prefix, adapter)
+        return session
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,9 @@ class CatalogFactory:
 
     request_timeout_seconds: float = 30.0
     sql_warehouse: SqlWarehouse | None = None
+    catalog_trust: ServerTrust = field(default_factory=ServerTrust)
+    #: FileIO properties every catalog's tables get (the storage CA bundle).
+    storage_io: Mapping[str, str] = field(default_factory=dict)
 
     def build(
         self, binding: registry_service_pb2.CatalogBinding, token: CatalogToken | None = None
@@ -82,9 +109,10 @@ class CatalogFactory:
                 uri=self.sql_warehouse.uri,
                 warehouse=self.sql_warehouse.warehouse_location,
                 **FILE_IO_PROPERTIES,
+                **self.storage_io,
                 **self.sql_warehouse.file_io_properties,
             )
-        properties: dict[str, Any] = dict(FILE_IO_PROPERTIES)
+        properties: dict[str, Any] = {**FILE_IO_PROPERTIES, **self.storage_io}
         if binding.project_id:
             properties["header.x-project-id"] = binding.project_id
         properties[AUTH] = {
@@ -92,16 +120,22 @@ class CatalogFactory:
             "impl": f"{CatalogTokenAuth.__module__}.{CatalogTokenAuth.__qualname__}",
             "custom": {"token": token},
         }
-        catalog = RestCatalog(
+        verify = self.catalog_trust.requests_verify()
+        properties[SSL] = {CA_BUNDLE: verify}
+        return _AdaptedRestCatalog(
+            partial(_CatalogAdapter, self.request_timeout_seconds, token, verify),
             binding.warehouse_id,
             uri=binding.catalog_uri,
             warehouse=binding.catalog_warehouse,
             **properties,
         )
-        adapter = _CatalogAdapter(self.request_timeout_seconds, token)
-        for prefix in ("http://", "https://"):
-            catalog._session.mount(prefix, adapter)
-        return catalog
+
+
+def catalog_verify(catalog: Catalog) -> bool | str:
+    """How requests to a REST catalog built here verify its server (requests' `verify`)."""
+    ssl = catalog.properties.get(SSL)
+    verify = ssl.get(CA_BUNDLE, True) if isinstance(ssl, dict) else True
+    return verify if isinstance(verify, bool | str) else True
 
 
 def catalog_token(catalog: Catalog) -> CatalogToken | None:

@@ -24,7 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
-from catalog_map.backends import catalog_token
+from catalog_map.backends import catalog_token, catalog_verify
 from catalog_map.catalog_token import CatalogToken
 from lake_tables.pyiceberg_arrow import SmallWritesFileIO
 
@@ -56,6 +56,8 @@ class CredentialEndpoint:
     url: str
     headers: dict[str, str] = field(repr=False)
     token: CatalogToken | None = field(default=None, repr=False)
+    #: How the catalog's server is verified (requests' `verify`: a CA bundle, True or False).
+    verify: bool | str = True
 
     @classmethod
     def of(cls, catalog: Catalog, table: Table) -> CredentialEndpoint | None:
@@ -71,13 +73,13 @@ class CredentialEndpoint:
             for k, v in catalog.properties.items()
             if k.startswith("header.")
         }
-        return cls(url, headers, catalog_token(catalog))
+        return cls(url, headers, catalog_token(catalog), catalog_verify(catalog))
 
     def fetch(self, location: str) -> dict[str, str]:
         headers = {**self.headers, "X-Iceberg-Access-Delegation": "vended-credentials"}
         if self.token is not None and (token := self.token.current()):
             headers["Authorization"] = f"Bearer {token}"  # the catalog's token for the warehouse
-        response = requests.get(self.url, headers=headers, timeout=30)
+        response = requests.get(self.url, headers=headers, timeout=30, verify=self.verify)
         response.raise_for_status()
         credentials = response.json()["storage-credentials"]
         matching = [c for c in credentials if location.startswith(c["prefix"])]

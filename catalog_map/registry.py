@@ -15,6 +15,7 @@ import grpc
 
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import service_channel
+from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from texera.lake.v1 import execution_service_pb2
 
@@ -24,10 +25,15 @@ rs = registry_service_pb2
 
 class RegistryReader:
     def __init__(
-        self, target: str, timeout_seconds: float = 30.0, *, credential: str | None = None
+        self,
+        target: str,
+        timeout_seconds: float = 30.0,
+        *,
+        credential: str | None = None,
+        tls: MeshClientTls | None = None,
     ) -> None:
         self._timeout = timeout_seconds
-        self._channel = service_channel(target, credential=credential)
+        self._channel = service_channel(target, credential=credential, tls=tls)
         self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
 
     @property

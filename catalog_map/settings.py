@@ -8,11 +8,12 @@ from catalog_map.backends import CatalogFactory
 from catalog_map.cache import CatalogMap
 from catalog_map.platform import PlatformWarehouseSettings
 from catalog_map.registry import RegistryReader
+from catalog_map.trust import OutboundTlsSettings
 from service_runtime.config import ServerSettings, setting
 
 
 @dataclass(frozen=True, repr=False)
-class WarehouseClientSettings(ServerSettings, PlatformWarehouseSettings):
+class WarehouseClientSettings(ServerSettings, PlatformWarehouseSettings, OutboundTlsSettings):
     registry_target: str = setting(
         "REGISTRY_TARGET", "127.0.0.1:50051", "host:port of the warehouse registry."
     )
@@ -29,7 +30,11 @@ def new_catalog_map(settings: WarehouseClientSettings, registry: RegistryReader)
     (SQL only where the platform's SQL catalog is configured: global-sql)."""
     return CatalogMap(
         registry.resolve_warehouse,
-        CatalogFactory(sql_warehouse=settings.sql_warehouse()).build,
+        CatalogFactory(
+            sql_warehouse=settings.sql_warehouse(),
+            catalog_trust=settings.catalog_trust(),
+            storage_io=settings.storage_io_properties(),
+        ).build,
         max_entries=settings.catalog_cache_size,
         idle_seconds=settings.catalog_idle_seconds,
     )

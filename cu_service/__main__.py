@@ -20,12 +20,16 @@ from cu_service.spark import start_spark
 from cu_service.warm_up import WarmUp
 from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from service_runtime.tls.caller_rules import UNIT_RULES, caller_rules
+from service_runtime.tls.mesh_client import MeshClientTls
 
 log = logging.getLogger("cu_service")
 
 
 def build() -> ServiceProcess:
     settings = ComputingUnitSettings.from_env()
+    # Read now: prepare() removes the key's file before users' code runs.
+    tls = MeshClientTls.from_settings(settings)
     parts = UnitParts()
     background: list[asyncio.Task[None]] = []
     closers: list[Callable[[], None]] = []
@@ -41,21 +45,22 @@ def build() -> ServiceProcess:
                     os.unlink(path)
         sessions.append(start_spark(settings))
 
+    def new_registry() -> RegistryClient:
+        return RegistryClient(
+            settings.registry, settings.computing_unit_id, settings.credential, tls=tls
+        )
+
     async def start() -> None:
         [spark] = sessions
-        registry = RegistryClient(
-            settings.registry_target, settings.computing_unit_id, settings.credential
-        )
+        registry = new_registry()
         catalogs = new_catalog_map(settings, registry)
-        manager = ExecutionManager(spark, registry, catalogs, settings)
+        manager = ExecutionManager(spark, registry, catalogs, settings, tls=tls)
         closers.extend([spark.stop, catalogs.close])
         endpoint = settings.address(settings.port)
         interval = await register(registry, endpoint, settings.capacity)
         parts.manager, parts.registry = manager, registry
         heartbeat = HeartbeatThread(
-            lambda: RegistryClient(
-                settings.registry_target, settings.computing_unit_id, settings.credential
-            ),
+            new_registry,
             manager,
             endpoint,
             settings.capacity,
@@ -88,6 +93,7 @@ def build() -> ServiceProcess:
         prepare=prepare,
         on_start=start,
         on_stop=stop,
+        extra_interceptors=caller_rules(settings, UNIT_RULES),
     )
 
 

@@ -6,6 +6,12 @@ token (good only for RegistryService.VendTableCredentials, for this execution's 
 it runs; see warehouse_service.execution_tokens) and each task carries that, with the
 registry's address and the table it writes, and calls the registry over gRPC when its
 credentials near their end.
+
+Over TLS, tasks carry the CA bundle that verifies the registry and nothing more: deliberately
+not the unit's client certificate and key, which users' code could read and then call the mesh
+as the unit. Tasks therefore call without a client certificate: the caller rules (see
+service_runtime.tls.caller_rules) take an execution's token from any peer, since that token
+alone binds the call to one execution's tables while it runs.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import grpc
 
 from catalog_map.credentials import CredentialTerm
 from service_runtime.auth import bearer
+from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from texera.lake.internal.v1 import execution_credentials_pb2, registry_service_pb2_grpc
 
 
@@ -39,12 +46,14 @@ class RegistryVending:
     table_name: str
     token: str = field(repr=False)
     timeout_seconds: float = 30.0
+    #: The CA bundle only (server_verification_only): never the unit's key.
+    tls: MeshClientTls | None = None
 
     def fetch(self, location: str) -> dict[str, str]:
         request = execution_credentials_pb2.VendTableCredentialsRequest(
             execution_id=self.execution_id, namespace=self.namespace, table_name=self.table_name
         )
-        with grpc.insecure_channel(self.registry_target) as channel:
+        with blocking_mesh_channel(self.registry_target, self.tls) as channel:
             stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
             try:
                 response = stub.VendTableCredentials(
@@ -65,8 +74,16 @@ class ExecutionCredentials:
     less than the renewal margin of it is left; issue() asks the registry (blocking)."""
 
     def __init__(
-        self, registry_target: str, execution_id: str, issue: Callable[[], IssuedToken]
+        self,
+        registry_target: str,
+        execution_id: str,
+        issue: Callable[[], IssuedToken],
+        *,
+        tls: MeshClientTls | None = None,
     ) -> None:
+        if tls is not None and tls.private_key is not None:
+            raise ValueError("Spark tasks run beside users' code: they get no private key")
+        self._tls = tls
         self._target = registry_target
         self._execution_id = execution_id
         self._issue = issue
@@ -86,7 +103,7 @@ class ExecutionCredentials:
     def for_table(self, namespace: str, table_name: str) -> RegistryVending:
         """What a task writing namespace.table_name renews its credentials with."""
         return RegistryVending(
-            self._target, self._execution_id, namespace, table_name, self._token()
+            self._target, self._execution_id, namespace, table_name, self._token(), tls=self._tls
         )
 
 

@@ -49,6 +49,7 @@ from lake_tables import naming
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import beyond_the_call
 from service_runtime.retry import RetryPolicy
+from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
@@ -73,7 +74,12 @@ class ExecutionManager:
         registry: RegistryClient,
         catalogs: CatalogMap,
         settings: ComputingUnitSettings,
+        *,
+        tls: MeshClientTls | None = None,
     ) -> None:
+        # Spark tasks run beside users' code: they get the CA bundle to verify the registry,
+        # never the unit's certificate key (see execution_credentials).
+        self._task_tls = tls.server_verification_only() if tls is not None else None
         self._spark = spark
         self._registry = registry
         self._catalogs = catalogs
@@ -231,9 +237,10 @@ class ExecutionManager:
             limits=self._limits,
             pool=pool,
             credentials=ExecutionCredentials(
-                self._settings.registry_target,
+                self._settings.registry,
                 execution.execution_id,
                 partial(self._issue_token, execution.execution_id, loop),
+                tls=self._task_tls,
             ),
         )
         # On the run's thread within this task's context: its spans belong to the execution's.

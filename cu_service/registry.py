@@ -11,6 +11,7 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 
 from catalog_map.registry import RegistryReader
+from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import execution_credentials_pb2, registry_service_pb2
 from texera.lake.v1 import execution_pb2
 
@@ -19,9 +20,15 @@ rs = registry_service_pb2
 
 class RegistryClient(RegistryReader):
     def __init__(
-        self, target: str, unit_id: str, credential: str, timeout_seconds: float = 30.0
+        self,
+        target: str,
+        unit_id: str,
+        credential: str,
+        timeout_seconds: float = 30.0,
+        *,
+        tls: MeshClientTls | None = None,
     ) -> None:
-        super().__init__(target, timeout_seconds, credential=credential)
+        super().__init__(target, timeout_seconds, credential=credential, tls=tls)
         self.unit_id = unit_id
 
     # For the calling user ---------------------------------------------------------

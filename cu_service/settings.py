@@ -27,6 +27,14 @@ class ComputingUnitSettings(WarehouseClientSettings):
         secret=True,
         scoped=True,
     )
+    unit_registry_target: str = setting(
+        "REGISTRY_TARGET",
+        "",
+        "host:port of the registry for this unit and its executions' Spark tasks: the "
+        "registry's unit port (TEXERA_LAKE_WAREHOUSE_UNIT_PORT) when its main port requires "
+        "client certificates. Empty: TEXERA_LAKE_REGISTRY_TARGET.",
+        scoped=True,
+    )
     advertised_address: str = setting(
         "ADVERTISED_ADDRESS",
         "",
@@ -159,6 +167,11 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "OS user the Python workers run as when the unit runs as root; created on first use.",
         scoped=True,
     )
+
+    @property
+    def registry(self) -> str:
+        """Where this unit and its tasks call the registry."""
+        return self.unit_registry_target or self.registry_target
 
     @property
     def computing_unit_id(self) -> str:

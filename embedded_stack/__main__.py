@@ -23,6 +23,7 @@ from warehouse_service.catalog_modes import CatalogMode
 
 def _print_endpoints(stack: Stack) -> None:
     endpoints = stack.endpoints()
+    tls = endpoints["tls"]
     print("texera-lake stack is up", flush=False)
     rows = [
         *(
@@ -35,17 +36,19 @@ def _print_endpoints(stack: Stack) -> None:
         ("catalog (management)", endpoints["catalog_management"]),
         *((f"metrics {name}", url) for name, url in endpoints["metrics"].items()),
         ("logs", endpoints["logs"]),
+        *([("TLS CA (grpcurl -cacert)", tls["ca"])] if tls["enabled"] else []),
     ]
     for name, value in rows:
         print(f"  {name:<26} {value}")
     gateway = endpoints["grpc"]["gateway"]
+    transport = f"-cacert {tls['ca']}" if tls["enabled"] else "-plaintext"
     cli = f".venv/bin/texera-lake --state-dir {stack.state_dir}"
     print(
         "\nTry it:\n"
         f"  {cli} --user demo executions\n"
         f"  {cli} --user demo results <execution id>\n"
         f"  (umask 077 && {cli} dev user alice >alice.json)  # a bucket, keys, role, token\n"
-        f'  grpcurl -plaintext -H "authorization: Bearer $(jq -r .token alice.json)" {gateway} list\n'
+        f'  grpcurl {transport} -H "authorization: Bearer $(jq -r .token alice.json)" {gateway} list\n'
         "The README's grpcurl journey goes on from there, for two users.\n"
         "\nPress Ctrl-C to stop.",
         flush=True,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
 from lake_cli.connection import Connection
@@ -27,7 +25,7 @@ def run_example(stack: Stack) -> None:
     """Runs the example, printing each step; raises what fails."""
     workflow = load_workflow(EXAMPLES / WORKFLOW)
     connection = Connection(
-        grpc.insecure_channel(stack.target("gateway")),
+        stack.channel("gateway", presenting=None),
         (bearer(stack.token(USER)),),
     )
     warehouse_id = ""  # a global mode's platform warehouse

@@ -35,3 +35,18 @@ class StackSettings(Settings):
         scoped=True,
     )
     log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")
+    tls: bool = setting(
+        "TLS",
+        False,
+        "TLS mode: a CA and a certificate per service made under <state dir>/tls at each start; "
+        "the gateway serves TLS, the registry and the result service mutual TLS, and the "
+        "services call each other over mutual TLS (units serve plaintext still).",
+        scoped=True,
+    )
+    registry_unit_port: int = setting(
+        "REGISTRY_UNIT_PORT",
+        50054,
+        "TLS mode: the registry's unit port (TEXERA_LAKE_WAREHOUSE_UNIT_PORT), for units and "
+        "their Spark tasks, which hold no client certificate.",
+        scoped=True,
+    )

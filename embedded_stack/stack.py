@@ -39,6 +39,8 @@ from embedded_stack.postgres import EmbeddedPostgres, ensure_database, ensure_ow
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
 from embedded_stack.secrets import S3_ADMIN_KEY_FILE, StackSecrets
 from embedded_stack.settings import StackSettings
+from embedded_stack.state_files import ENDPOINTS_FILE
+from embedded_stack.tls import TLS_FOLDER, StackTls
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
 from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer, mint_token
@@ -57,12 +59,12 @@ from service_runtime.processes import (
     let_others_traverse,
     wait_until,
 )
+from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_credentials import UnitCredentials
 
-ENDPOINTS_FILE = "stack.json"
 #: The registry's client id at the development catalog.
 CATALOG_CLIENT_ID = "texera-lake-registry"
 #: global-sql: the SQL catalog's database, and its own login role.
@@ -96,6 +98,8 @@ class Ports:
     postgres: int = 0
     s3: int = 0
     catalog: int = 0
+    #: TLS mode: the registry's unit port (0 without TLS).
+    registry_units: int = 0
 
     @classmethod
     def choose(cls, settings: StackSettings, environ: dict[str, str], *, ephemeral: bool) -> Ports:
@@ -108,6 +112,7 @@ class Ports:
             postgres=pick(settings.postgres_port),
             s3=pick(settings.s3_port),
             catalog=pick(DevCatalogSettings.from_env(environ).port),
+            registry_units=pick(settings.registry_unit_port) if settings.tls else 0,
         )
         for spec in SERVICES:
             configured = spec.settings.from_env(environ)
@@ -121,6 +126,8 @@ class Ports:
         named = [(f"{n} gRPC", p) for n, p in self.grpc.items()]
         named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
         named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
+        if self.registry_units:
+            named.append(("registry unit", self.registry_units))
         if with_postgres:
             named.append(("PostgreSQL", self.postgres))
         busy = [f"{what} port {port}" for what, port in named if port_in_use(host, port)]
@@ -186,6 +193,8 @@ class Stack:
         self.platform_bucket: BucketGrant | None = None
         self.sql_catalog_url = ""
         self._processes: list[ManagedProcess] = []
+        #: TLS mode: the CA and the services' certificates, made at start.
+        self.tls: StackTls | None = None
 
     @property
     def catalog_mode(self) -> CatalogMode:
@@ -231,6 +240,17 @@ class Stack:
     def target(self, service: str) -> str:
         return f"{self.settings.host}:{self.ports.grpc[service]}"
 
+    def client_tls(self, presenting: str | None = "gateway") -> MeshClientTls | None:
+        """TLS mode: the stack's CA, and the certificate of service presenting (the gateway's
+        unless said: the stack calls behind the gateway as the gateway; None presents none);
+        None without TLS."""
+        return None if self.tls is None else self.tls.client(presenting)
+
+    def channel(self, part: str, *, presenting: str | None = "gateway") -> grpc.Channel:
+        """A blocking channel to a part (a service's name): TLS in TLS mode, verifying the
+        stack's CA and presenting presenting's certificate (see client_tls); plaintext else."""
+        return blocking_mesh_channel(self.target(part), self.client_tls(presenting))
+
     def token(self, user_id: str, *, ttl_seconds: float = 3600.0) -> str:
         """A Texera token for user_id signed with the stack's secret, for the gateway."""
         return mint_token(self.jwt_secret, user_id, ttl_seconds=ttl_seconds)
@@ -271,6 +291,9 @@ class Stack:
             let_others_traverse({p for path in interpreter for p in path.parents})
         embedded_postgres = not self.settings.postgres_dsn
         self.ports.check_free(self.settings.host, with_postgres=embedded_postgres)
+        if self.settings.tls:
+            names = tuple(spec.name for spec in SERVICES)
+            self.tls = StackTls(self.state_dir / TLS_FOLDER, self.settings.host, names)
         try:
             server_url = self._start_postgres() if embedded_postgres else self.settings.postgres_dsn
             self.database_url = ensure_database(server_url, self.settings.database)
@@ -424,7 +447,21 @@ class Stack:
             scope = spec.settings.scope
             env[f"{ENV_PREFIX}{scope}_PORT"] = str(self.ports.grpc[spec.name])
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
+        if self.tls is not None:
+            # Units and their Spark tasks hold no client certificate: the registry's unit port.
+            env[f"{ENV_PREFIX}WAREHOUSE_UNIT_PORT"] = str(self.ports.registry_units)
+            env[f"{ENV_PREFIX}CU_REGISTRY_TARGET"] = self.registry_unit_target
         return env
+
+    @property
+    def registry_unit_target(self) -> str:
+        """TLS mode: host:port of the registry's unit port."""
+        return f"{self.settings.host}:{self.ports.registry_units}"
+
+    def _tls_settings(self, spec: ServiceSpec) -> dict[str, str]:
+        if self.tls is None:
+            return {}
+        return self.tls.service_settings(spec.name, spec.settings.scope)
 
     def _start_service(
         self,
@@ -436,7 +473,7 @@ class Stack:
         answers: tuple[str, ...] = ("SERVING",),
     ) -> ManagedProcess:
         name = name or spec.name
-        settings = {**self._service_env(), **(env or {})}
+        settings = {**self._service_env(), **self._tls_settings(spec), **(env or {})}
         # A secret the caller passed as a file of its own (tests do) wins over the stack's.
         secrets = {
             variable: value
@@ -449,8 +486,8 @@ class Stack:
             self.log_dir / f"{name}.log",
             env={**settings, **self.secrets.hand_to(name, secrets)},
         )
-        target = self.target(name)
-        wait_until(lambda: probe(target) in answers, process, timeout, name)
+        target, tls = self.target(name), self.client_tls()
+        wait_until(lambda: probe(target, tls=tls) in answers, process, timeout, name)
         return process
 
     def _secrets_of(self, spec: ServiceSpec, settings: dict[str, str]) -> dict[str, str]:
@@ -476,7 +513,7 @@ class Stack:
     def unit_for(self, user_id: str, unit_id: str = "", *, timeout: float = 300.0) -> UnitHandle:
         """A running unit of user_id: unit_id (owned by or shared with the user), or the user's
         default unit, created on first use; started and waited for, as a submission would."""
-        with grpc.insecure_channel(self.target("warehouse-service")) as channel:
+        with self.channel("warehouse-service") as channel:
             response = registry_service_pb2_grpc.RegistryServiceStub(channel).AcquireComputingUnit(
                 registry_service_pb2.AcquireComputingUnitRequest(computing_unit_id=unit_id),
                 metadata=(bearer(self.internal_token(user_id)),),
@@ -566,6 +603,17 @@ class Stack:
             "catalog_management": f"{self.catalog_url}/management",
             "catalog_mode": self.catalog_mode.value,
             "logs": str(self.log_dir),
+            "tls": self._tls_endpoints(),
+        }
+
+    def _tls_endpoints(self) -> dict[str, Any]:
+        """Whether TLS is on, and then the CA that verifies every service's certificate."""
+        if self.tls is None:
+            return {"enabled": False}
+        return {
+            "enabled": True,
+            "ca": str(self.tls.ca_file),
+            "registry_unit_port": self.registry_unit_target,
         }
 
     def _write_endpoints(self) -> None:

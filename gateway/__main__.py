@@ -22,6 +22,7 @@ from service_runtime.config import ConfigError
 from service_runtime.errors import ServiceError
 from service_runtime.internal_tokens import GATEWAY_ISSUER, Exchange, TokenExchange, TokenSigner
 from service_runtime.server import ServiceProcess, run_service
+from service_runtime.tls.mesh_client import MeshClientTls
 
 log = logging.getLogger("gateway")
 
@@ -52,12 +53,13 @@ class Gateway:
 
     async def start(self) -> None:
         settings = self.settings
-        reader = RegistryReader(settings.registry_target)
-        units = UnitDirectory(reader.channel, self.tokens)
-        warehouses = Backend(settings.warehouse_target)
+        tls = MeshClientTls.from_settings(settings)
+        reader = RegistryReader(settings.registry_target, tls=tls)
+        units = UnitDirectory(reader.channel, self.tokens, tls=tls if settings.units_tls else None)
+        warehouses = Backend(settings.warehouse_target, tls=tls)
         self._parts = Parts(
             warehouses=warehouses,
-            results=Backend(settings.result_target),
+            results=Backend(settings.result_target, tls=tls),
             units=units,
             reader=reader,
             executions=ExecutionRoutes(units, reader, warehouses),

@@ -19,6 +19,7 @@ from service_runtime.auth import AUTHORIZATION_KEY, bearer
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import MESH_CHANNEL_OPTIONS, context_metadata, remaining_time
 from service_runtime.retry import RetryPolicy, retry_async
+from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 
 T = TypeVar("T")
 
@@ -60,10 +61,17 @@ async def _read(call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> bytes | None:
 
 class Backend:
     """A service the gateway forwards to. The forwarded call carries the caller's internal
-    token for the mesh, or the one token(), when given, makes for this backend alone."""
+    token for the mesh, or the one token(), when given, makes for this backend alone; over TLS
+    with tls, else plaintext."""
 
-    def __init__(self, target: str, token: Callable[[], str] | None = None) -> None:
-        self.channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+    def __init__(
+        self,
+        target: str,
+        token: Callable[[], str] | None = None,
+        *,
+        tls: MeshClientTls | None = None,
+    ) -> None:
+        self.channel = mesh_channel(target, tls, options=_CHANNEL_OPTIONS)
         self._token = token
         self._unary: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {}
         self._streams: dict[str, grpc.aio.UnaryStreamMultiCallable[bytes, bytes]] = {}

@@ -54,6 +54,13 @@ class GatewaySettings(ServerSettings):
         "host:port of the result service, where ResultService calls go.",
         scoped=True,
     )
+    units_tls: bool = setting(
+        "UNITS_TLS",
+        False,
+        "Call computing units over TLS too, with the gateway's CA bundle and client "
+        "certificate; false until units serve TLS (they do not yet).",
+        scoped=True,
+    )
     rate_per_second: float = setting(
         "RATE_PER_SECOND",
         100.0,
@@ -80,6 +87,10 @@ class GatewaySettings(ServerSettings):
         super().validate()
         self.require_secret_length("jwt_secret")
         self.require("signing_key")
+        if self.units_tls and not self.tls_ca_bundle:
+            raise ConfigError(
+                f"{self.variable_of('units_tls')} needs {self.variable_of('tls_ca_bundle')}"
+            )
         if self.internal_token_seconds < 10:
             raise ConfigError("TEXERA_LAKE_GATEWAY_INTERNAL_TOKEN_SECONDS must be at least 10")
         if self.rate_per_second <= 0 or self.rate_burst < 1:

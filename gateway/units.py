@@ -20,6 +20,7 @@ from gateway.forwarding import Backend
 from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer
 from service_runtime.context import current_identity
 from service_runtime.internal_tokens import MESH_AUDIENCE, TokenExchange, unit_audience
+from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 
 log = logging.getLogger("gateway.units")
@@ -36,7 +37,9 @@ class UnitDirectory:
         tokens: TokenExchange,
         *,
         clock: Callable[[], float] = time.time,
+        tls: MeshClientTls | None = None,
     ) -> None:
+        self._tls = tls
         self._registry = registry_service_pb2_grpc.RegistryServiceStub(registry)
         self._tokens = tokens
         self._clock = clock
@@ -101,6 +104,7 @@ class UnitDirectory:
             self._backends[key] = Backend(
                 unit.endpoint,
                 token=lambda: self._tokens.token(current_identity().user_id, USER_ROLE, audience),
+                tls=self._tls,
             )
         return self._backends[key]
 

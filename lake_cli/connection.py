@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from embedded_stack.secrets import JWT_SECRET_FILE
-from embedded_stack.stack import ENDPOINTS_FILE
+from embedded_stack.state_files import ENDPOINTS_FILE
 from service_runtime.auth import bearer, mint_token
 from texera.lake.v1 import (
     computing_unit_service_pb2_grpc,
@@ -49,12 +49,18 @@ def stack_endpoints(state_dir: Path) -> dict[str, Any]:
     return endpoints
 
 
-def _target(target: str | None, state_dir: Path) -> str:
-    if target:
-        return target
-    if from_environment := os.environ.get(TARGET_VARIABLE):
-        return from_environment
-    return str(stack_endpoints(state_dir)["grpc"]["gateway"])
+def _channel(target: str | None, state_dir: Path) -> grpc.Channel:
+    """A channel to target, else TEXERA_LAKE_TARGET (both plaintext), else the embedded
+    stack's gateway: over TLS verified by the stack's CA when the stack runs in TLS mode."""
+    if target or (target := os.environ.get(TARGET_VARIABLE)):
+        return grpc.insecure_channel(target)
+    endpoints = stack_endpoints(state_dir)
+    gateway = str(endpoints["grpc"]["gateway"])
+    tls = endpoints.get("tls", {})
+    if not tls.get("enabled"):
+        return grpc.insecure_channel(gateway)
+    authority = grpc.ssl_channel_credentials(Path(tls["ca"]).read_bytes())
+    return grpc.secure_channel(gateway, authority)
 
 
 def _token(user: str | None, state_dir: Path) -> str:
@@ -76,7 +82,7 @@ class Connection:
 
     @classmethod
     def open(cls, target: str | None, user: str | None, state_dir: Path) -> Connection:
-        channel = grpc.insecure_channel(_target(target, state_dir))
+        channel = _channel(target, state_dir)
         return cls(channel, (bearer(_token(user, state_dir)),))
 
     @property

@@ -5,7 +5,8 @@ against PYICEBERG_VERSION (a unit test fails when the installed version moves, s
 looked at again).
 
 SmallWritesFileIO is pyiceberg's Arrow FileIO with pyarrow's delayed open on S3, so a small
-file is one request instead of three; catalogs get it through pyiceberg's `py-io-impl` property
+file is one request instead of three, and (as StorageFileIO) S3 servers verified against the CA
+bundle of S3_CA_BUNDLE; catalogs get it through pyiceberg's `py-io-impl` property
 (FILE_IO_PROPERTIES).
 
 MetadataOnceTransaction is pyiceberg's Transaction, whose table_metadata (the table's metadata
@@ -51,7 +52,26 @@ from pyiceberg.types import IcebergType, ListType, MapType, StructType
 PYICEBERG_VERSION = "0.12.0"
 
 
-class SmallWritesFileIO(PyArrowFileIO):
+#: FileIO property: the CA bundle (a PEM file's path) S3 servers are verified against; absent,
+#: the system's trust store. A path, no secret, so it travels to Spark tasks with the rest.
+S3_CA_BUNDLE = "s3.ca-bundle"
+
+
+class StorageFileIO(PyArrowFileIO):
+    """PyArrowFileIO whose S3 file systems verify the server against S3_CA_BUNDLE when given
+    (pyiceberg passes no CA to pyarrow)."""
+
+    def _initialize_s3_fs(self, netloc: str | None) -> FileSystem:
+        made = super()._initialize_s3_fs(netloc)
+        ca_bundle = self.properties.get(S3_CA_BUNDLE)
+        if not ca_bundle:
+            return made
+        rebuild, (options,) = made.__reduce__()
+        rebuilt: FileSystem = rebuild({**options, "tls_ca_file_path": ca_bundle})
+        return rebuilt
+
+
+class SmallWritesFileIO(StorageFileIO):
     """PyArrowFileIO whose S3 file systems open files for writing lazily (pyarrow's
     allow_delayed_open). pyarrow otherwise starts a multipart upload when a file is opened,
     then uploads the part and completes the upload: three requests for a manifest, a metadata
@@ -85,6 +105,8 @@ class MetadataOnceTransaction(Transaction):
 
 #: The catalog properties that make pyiceberg use SmallWritesFileIO for the tables it loads.
 FILE_IO_PROPERTIES = {PY_IO_IMPL: f"{SmallWritesFileIO.__module__}.{SmallWritesFileIO.__name__}"}
+#: The catalog properties that make pyiceberg use StorageFileIO (reads and deletes).
+STORAGE_IO_PROPERTIES = {PY_IO_IMPL: f"{StorageFileIO.__module__}.{StorageFileIO.__name__}"}
 
 column_projection_values = _get_column_projection_values
 parquet_writer_options = _get_parquet_writer_kwargs

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from lake_tables.pyiceberg_arrow import StorageFileIO
 from service_runtime.identifiers import IDENTIFIER
 
 
@@ -54,7 +55,7 @@ def delete_folder(io_properties: dict[str, str], folder: str) -> None:
     """Deletes folder (a data_folder) and every object under it; nothing to delete is fine.
     Raises OSError when storage refuses or cannot be reached."""
     scheme, netloc, path = PyArrowFileIO.parse_location(folder)
-    filesystem = PyArrowFileIO(io_properties).fs_by_scheme(scheme, netloc)
+    filesystem = StorageFileIO(io_properties).fs_by_scheme(scheme, netloc)
     # The folder itself too: emptying it would leave a directory marker object behind.
     with contextlib.suppress(FileNotFoundError):
         filesystem.delete_dir(path)

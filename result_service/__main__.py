@@ -6,6 +6,7 @@ from result_service.servicer import ResultServicer
 from result_service.settings import ResultServiceSettings
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from service_runtime.tls.caller_rules import RESULT_RULES, caller_rules
 
 
 def build() -> ServiceProcess:
@@ -18,6 +19,7 @@ def build() -> ServiceProcess:
         services=[ServiceBinding.of(servicer)],
         on_start=servicer.start,
         on_stop=servicer.stop,
+        extra_interceptors=caller_rules(settings, RESULT_RULES),
     )
 
 

@@ -33,6 +33,7 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError
 from service_runtime.identifiers import IDENTIFIER
 from service_runtime.pagination import fingerprint, fitting, page_size
+from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, result_service_pb2_grpc
 
 #: The messages a page's rows are sent as (result rows, statistics, console messages).
@@ -72,7 +73,9 @@ class ResultServicer(result_service_pb2_grpc.ResultServiceServicer):
         self._streams = 0
 
     async def start(self) -> None:
-        self._registry = RegistryReader(self._settings.registry_target)
+        self._registry = RegistryReader(
+            self._settings.registry_target, tls=MeshClientTls.from_settings(self._settings)
+        )
         self._catalogs = new_catalog_map(self._settings, self._registry)
         self._access = ResultAccess(self._registry, self._catalogs, self._executor)
 

@@ -286,6 +286,41 @@ class ServerSettings(Settings):
         scoped=True,
     )
 
+    tls_ca_bundle: str = setting(
+        "TLS_CA_BUNDLE",
+        "",
+        "the PEM certificates of the CAs that the servers this service calls (the mesh's "
+        "services and computing units) must chain to, their names matching the host called. "
+        "Empty: this service calls the mesh in plaintext.",
+        scoped=True,
+        as_file=True,
+    )
+    tls_client_certificate: str = setting(
+        "TLS_CLIENT_CERTIFICATE",
+        "",
+        "the PEM certificate chain this service presents when it calls the mesh (mutual TLS). "
+        "Empty: the TLS certificate it serves with, if any. Needs a CA bundle.",
+        scoped=True,
+        as_file=True,
+    )
+    tls_client_key: str = setting(
+        "TLS_CLIENT_KEY",
+        "",
+        "the unencrypted PEM private key of the client certificate. Empty: the TLS key it "
+        "serves with, if the client certificate is empty too.",
+        secret=True,
+        scoped=True,
+        as_file=True,
+    )
+
+    @property
+    def client_certificate(self) -> tuple[str, str]:
+        """The certificate chain and key files this service presents when it calls the mesh:
+        its own client certificate if set, else the one it serves with; empty for none."""
+        if self.tls_client_certificate:
+            return self.tls_client_certificate, self.tls_client_key
+        return self.tls_certificate, self.tls_key
+
     @property
     def allowed_peers(self) -> AllowedPeers:
         """The peers this service takes calls from; empty when any client may call."""
@@ -301,6 +336,22 @@ class ServerSettings(Settings):
                 f"{ENV_PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
             )
         self._validate_tls()
+        self._validate_client_tls()
+
+    def _validate_client_tls(self) -> None:
+        """Settings of the calls this service makes to the mesh that make sense together."""
+        variable = self.variable_of
+        if bool(self.tls_client_certificate) != bool(self.tls_client_key):
+            given, missing = (
+                ("tls_client_certificate", "tls_client_key")
+                if self.tls_client_certificate
+                else ("tls_client_key", "tls_client_certificate")
+            )
+            raise ConfigError(f"{variable(given)} is set but not {variable(missing)}")
+        if self.tls_client_certificate and not self.tls_ca_bundle:
+            raise ConfigError(
+                f"{variable('tls_client_certificate')} is used only with {variable('tls_ca_bundle')}"
+            )
 
     def _validate_tls(self) -> None:
         """TLS settings that make sense together; none at all is plaintext."""

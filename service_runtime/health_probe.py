@@ -7,13 +7,18 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2
 
+from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
+
 _CHECK = "/grpc.health.v1.Health/Check"
+_USAGE = "usage: HOST:PORT [CA_BUNDLE [CERTIFICATE KEY]]"
 
 
-def probe(target: str, *, service: str = "", timeout: float = 1.0) -> str:
-    """The health of a service at target: ``SERVING``, ``NOT_SERVING``, ... or
-    ``UNREACHABLE (<status code>)`` when the call fails."""
-    with grpc.insecure_channel(target) as channel:
+def probe(
+    target: str, *, service: str = "", timeout: float = 1.0, tls: MeshClientTls | None = None
+) -> str:
+    """The health of a service at target (over TLS with tls): ``SERVING``, ``NOT_SERVING``,
+    ... or ``UNREACHABLE (<status code>)`` when the call fails."""
+    with blocking_mesh_channel(target, tls) as channel:
         check = channel.unary_unary(
             _CHECK,
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
@@ -27,9 +32,18 @@ def probe(target: str, *, service: str = "", timeout: float = 1.0) -> str:
 
 
 def main() -> None:
-    """``python -m service_runtime.health_probe HOST:PORT``: exit 0 if the service is SERVING
-    (for container health checks)."""
-    status = probe(sys.argv[1], timeout=3.0) if len(sys.argv) == 2 else "usage: HOST:PORT"
+    """``python -m service_runtime.health_probe HOST:PORT [CA_BUNDLE [CERTIFICATE KEY]]``:
+    exit 0 if the service is SERVING (for container health checks); with a CA bundle over
+    TLS, with a certificate and its key presenting it (a server that requires one)."""
+    args = sys.argv[1:]
+    if len(args) not in (1, 2, 4):
+        print(_USAGE)
+        sys.exit(1)
+    tls = None
+    if len(args) > 1:
+        certificate, key = args[2:] if len(args) == 4 else ("", "")
+        tls = MeshClientTls.from_files(args[1], certificate_chain=certificate, private_key=key)
+    status = probe(args[0], timeout=3.0, tls=tls)
     print(status)
     sys.exit(0 if status == "SERVING" else 1)
 

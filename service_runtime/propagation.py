@@ -18,6 +18,7 @@ import grpc
 from service_runtime import context, tracing
 from service_runtime.auth import ON_BEHALF_KEY, bearer
 from service_runtime.interceptors import REQUEST_ID_KEY
+from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 
 T = TypeVar("T")
 
@@ -119,12 +120,18 @@ class _ContextInterceptor(
 
 
 def service_channel(
-    target: str, options: Sequence[tuple[str, Any]] = (), *, credential: str | None = None
+    target: str,
+    options: Sequence[tuple[str, Any]] = (),
+    *,
+    credential: str | None = None,
+    tls: MeshClientTls | None = None,
 ) -> grpc.aio.Channel:
-    """An insecure channel to another service of the mesh that propagates the call context;
-    with a credential, calls are made with it (see context_metadata)."""
-    return grpc.aio.insecure_channel(
+    """A channel to another service of the mesh that propagates the call context, over TLS
+    with tls (else plaintext); with a credential, calls are made with it (see
+    context_metadata)."""
+    return mesh_channel(
         target,
+        tls,
         options=[*_CHANNEL_OPTIONS, *options],
         interceptors=[_ContextInterceptor(credential)],
     )

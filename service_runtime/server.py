@@ -104,6 +104,9 @@ class ServiceProcess:
     readiness: Callable[[], Awaitable[Mapping[str, bool]]] | None = None
     readiness_interval_seconds: float = 2.0
     extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = field(default_factory=tuple)
+    #: More servers of this process, each on a port of its own with its own settings (TLS
+    #: included), callers and services: started after this one, stopped before it.
+    companions: Sequence[ServiceProcess] = ()
 
 
 def _unimplemented(service: ServiceDescriptor) -> grpc.GenericRpcHandler:
@@ -179,6 +182,7 @@ class RunningServer:
         log.info(
             "serving",
             extra={
+                "server": self.process.name,
                 "address": address,
                 "bound_port": self.port,
                 "transport": "plaintext" if credentials is None else "tls",
@@ -240,14 +244,16 @@ def _tls_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
 
 async def serve(process: ServiceProcess, *, traced: bool) -> None:
     """Serves until SIGTERM or SIGINT, then drains and returns; traced: spans go somewhere."""
-    server = RunningServer(process, traced=traced)
-    await server.start()
+    servers = [RunningServer(p, traced=traced) for p in (process, *process.companions)]
+    for server in servers:
+        await server.start()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     await stopping.wait()
-    await server.stop()
+    for server in reversed(servers):
+        await server.stop()
 
 
 def run_service(name: str, build: Callable[[], ServiceProcess]) -> None:

@@ -90,6 +90,7 @@ LONGEST_FILES = (
     "test_registry_resilience.py",
     "test_cleanup.py",
     "test_processes.py",
+    "test_tls_stack.py",
     "test_gateway.py",
     "test_warehouse_sharing.py",
     "test_workflow_reach.py",

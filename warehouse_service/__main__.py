@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from functools import partial
 
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules
 from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse
 from warehouse_service.catalog_modes import CatalogMode
@@ -27,6 +29,7 @@ from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.unit_port import unit_port, unit_trust
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.usage_meter import UsageMeter
 from warehouse_service.warehouses import WarehouseServicer
@@ -35,7 +38,9 @@ from warehouse_service.work_queue import Queue
 
 def build() -> ServiceProcess:
     settings = WarehouseServiceSettings.from_env()
-    db = Database(settings.database_url, settings.database_pool_size)
+    db = Database(
+        settings.database_url, settings.database_pool_size, ssl_context=settings.database_ssl()
+    )
     catalog = settings.catalog_client()
     supervisor = UnitSupervisor(
         db,
@@ -47,9 +52,10 @@ def build() -> ServiceProcess:
         ),
         credentials=UnitCredentials(settings.signing_key),
         settings=unit_settings(os.environ),
-        shared_secrets=(
-            settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else None
-        ),
+        shared_secrets={
+            **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
+            **unit_trust(settings),
+        },
         idle_seconds=settings.unit_idle_seconds,
         start_timeout_seconds=settings.unit_start_timeout_seconds,
         default_cores=settings.unit_default_cores,
@@ -61,6 +67,10 @@ def build() -> ServiceProcess:
         ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
     )
     sql_warehouse = settings.sql_warehouse() if settings.mode is CatalogMode.GLOBAL_SQL else None
+    storage_io = settings.storage_io_properties()
+    if sql_warehouse is not None:
+        io = {**storage_io, **sql_warehouse.file_io_properties}
+        sql_warehouse = dataclasses.replace(sql_warehouse, file_io_properties=io)
     # Where the registry's background work reaches an execution's tables.
     tables = SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog
     queue_worker = partial(
@@ -70,10 +80,16 @@ def build() -> ServiceProcess:
         max_backoff_seconds=settings.cleanup_max_backoff_seconds,
         hold_seconds=settings.cleanup_hold_seconds,
     )
-    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(tables, guard))
+    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(tables, guard, storage_io))
     maintainer = queue_worker(
         Queue.MAINTENANCE,
-        TableMaintenance(db, catalog, guard, margin_seconds=settings.orphan_margin_seconds),
+        TableMaintenance(
+            db,
+            catalog,
+            guard,
+            margin_seconds=settings.orphan_margin_seconds,
+            storage_io=storage_io,
+        ),
         settled_seconds=settings.orphan_margin_seconds,
     )
     retention = RetentionLoop(db, interval_seconds=settings.retention_interval_seconds)
@@ -126,30 +142,28 @@ def build() -> ServiceProcess:
         await catalog.close()
         await db.close()
 
+    ledger = LedgerServicer(
+        db,
+        catalog,
+        page_token_key=settings.page_token_key,
+        catalog_uri=settings.catalog_uri,
+        project_id=settings.catalog_project_id,
+        heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+        lease_seconds=settings.lease_seconds,
+        supervisor=supervisor,
+        tokens=ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
+        mode=settings.mode,
+    )
+    authenticator = mesh_authenticator(
+        settings, MESH_AUDIENCE, with_units=True, with_executions=True
+    )
     return ServiceProcess(
         name="warehouse-service",
         settings=settings,
-        authenticator=mesh_authenticator(
-            settings, MESH_AUDIENCE, with_units=True, with_executions=True
-        ),
+        authenticator=authenticator,
         services=[
             ServiceBinding.of(warehouses),
-            ServiceBinding.of(
-                LedgerServicer(
-                    db,
-                    catalog,
-                    page_token_key=settings.page_token_key,
-                    catalog_uri=settings.catalog_uri,
-                    project_id=settings.catalog_project_id,
-                    heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
-                    lease_seconds=settings.lease_seconds,
-                    supervisor=supervisor,
-                    tokens=ExecutionTokens(
-                        settings.signing_key, settings.execution_token_max_seconds
-                    ),
-                    mode=settings.mode,
-                )
-            ),
+            ServiceBinding.of(ledger),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
             # Only DeleteExecution: the base class answers UNIMPLEMENTED for the units' methods.
             ServiceBinding.of(ExecutionDeletionServicer(db, settings.mode)),  # type: ignore[abstract]
@@ -157,6 +171,8 @@ def build() -> ServiceProcess:
         ],
         on_start=start,
         on_stop=stop,
+        extra_interceptors=caller_rules(settings, REGISTRY_RULES),
+        companions=unit_port(settings, ledger, authenticator),
     )
 
 

@@ -7,7 +7,9 @@ CatalogUnavailable. Other 4xx answers are CatalogError
 with the catalog's status, type and message. With an OAuth2 client, every call
 carries the registry's bearer token; a 401 is retried once with a fresh token.
 Request bodies carry storage credentials: they are never logged, and no
-exception message includes them.
+exception message includes them. The catalog's server (and its token endpoint) is verified
+as trust says (service_runtime.outbound_tls); a certificate refused is CatalogUnavailable
+naming the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from service_runtime.outbound_tls import DEFAULT_TRUST, ServerTrust
 from service_runtime.retry import RetryPolicy, retry_async, transient_http_status
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.catalog_oauth import (
@@ -91,6 +94,7 @@ class CatalogClient:
         attempts: int = 3,
         backoff_seconds: float = 0.5,
         oauth: OAuthClient | None = None,
+        trust: ServerTrust = DEFAULT_TRUST,
     ) -> None:
         self._management = management_uri.rstrip("/")
         self._catalog = catalog_uri.rstrip("/")
@@ -100,10 +104,13 @@ class CatalogClient:
         self._backoff = backoff_seconds
         self._session: aiohttp.ClientSession | None = None
         self._oauth = oauth
+        self._trust = trust
 
     async def open(self) -> None:
         self._session = aiohttp.ClientSession(
-            timeout=self._timeout, headers={"x-project-id": self._project_id}
+            timeout=self._timeout,
+            headers={"x-project-id": self._project_id},
+            connector=aiohttp.TCPConnector(ssl=self._trust.ssl_context()),
         )
 
     async def close(self) -> None:
@@ -160,6 +167,10 @@ class CatalogClient:
                     status = response.status
             except TokenEndpointFailed as exc:
                 raise CatalogUnavailable(f"the catalog did not answer ({exc})") from exc
+            except aiohttp.ClientConnectorCertificateError as exc:
+                raise CatalogUnavailable(
+                    f"the catalog's certificate was refused ({exc.certificate_error})"
+                ) from exc
             except (TimeoutError, aiohttp.ClientError) as exc:
                 raise CatalogUnavailable(
                     f"the catalog did not answer ({type(exc).__name__})"

@@ -19,6 +19,7 @@ failed execution are kept: they explain the failure.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -40,9 +41,15 @@ from warehouse_service.table_work import ExecutionTables, on_table, warehouse_pr
 
 
 class ExecutionPurge:
-    def __init__(self, catalog: ExecutionTables, guard: EndpointGuard) -> None:
+    def __init__(
+        self,
+        catalog: ExecutionTables,
+        guard: EndpointGuard,
+        storage_io: Mapping[str, str] | None = None,
+    ) -> None:
         self._catalog = catalog
         self._guard = guard
+        self._storage_io = storage_io
 
     async def __call__(self, row: asyncpg.Record) -> None:
         execution_id = row["execution_id"]
@@ -81,6 +88,6 @@ class ExecutionPurge:
     def _delete_uncommitted(self, loaded: dict[str, Any], folder: str, endpoint: str) -> None:
         """Deletes folder with the table's vended credentials; without any (a catalog that
         vends none) the purge alone removes the table's location."""
-        properties = storage_properties(loaded, folder, endpoint, self._guard)
+        properties = storage_properties(loaded, folder, endpoint, self._guard, self._storage_io)
         if properties is not None:
             delete_folder(properties, folder)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypeAlias
@@ -61,9 +62,13 @@ def unavailable() -> ServiceError:
 
 
 class Database:
-    def __init__(self, url: str, pool_size: int) -> None:
+    def __init__(
+        self, url: str, pool_size: int, *, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        """ssl_context: TLS to the database (warehouse_service.db_tls); None: as url says."""
         self._url = url
         self._pool_size = pool_size
+        self._ssl = ssl_context
         self._pool: asyncpg.Pool | None = None
         #: Calls that found the database unreachable since this process started: whoever must
         #: know whether it was unreachable meanwhile (the lease sweep) compares two readings.
@@ -72,7 +77,12 @@ class Database:
     async def open(self, *, retry_seconds: float = 2.0) -> None:
         """Creates the pool and applies migrations, waiting for the database if it is down."""
         self._pool = await asyncpg.create_pool(
-            self._url, min_size=0, max_size=self._pool_size, command_timeout=30, timeout=5
+            self._url,
+            min_size=0,
+            max_size=self._pool_size,
+            command_timeout=30,
+            timeout=5,
+            ssl=self._ssl,
         )
         while True:
             try:

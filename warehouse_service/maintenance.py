@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -23,6 +24,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RUNTIME_STATS, execution_table
 from lake_tables.orphans import expiry_commit, orphans, referenced_files, superseded_snapshots
+from lake_tables.pyiceberg_arrow import StorageFileIO
 from lake_tables.uncommitted import checked_location
 from service_runtime.endpoint_guard import EndpointGuard
 from warehouse_service import retention_store
@@ -36,11 +38,18 @@ log = logging.getLogger("warehouse_service.maintenance")
 
 class TableMaintenance:
     def __init__(
-        self, db: Database, catalog: CatalogClient, guard: EndpointGuard, *, margin_seconds: float
+        self,
+        db: Database,
+        catalog: CatalogClient,
+        guard: EndpointGuard,
+        *,
+        margin_seconds: float,
+        storage_io: Mapping[str, str] | None = None,
     ) -> None:
         self._db = db
         self._catalog = catalog
         self._guard = guard
+        self._storage_io = storage_io
         self._margin = margin_seconds
 
     async def __call__(self, row: asyncpg.Record) -> None:
@@ -84,10 +93,12 @@ class TableMaintenance:
     def _sweep(self, loaded: dict[str, Any], location: str, endpoint: str) -> int:
         """Deletes the unreferenced files under location older than the margin; how many.
         The metadata is read before the listing, so a file committed in between is young."""
-        properties = storage_properties(loaded, location + "/", endpoint, self._guard)
+        properties = storage_properties(
+            loaded, location + "/", endpoint, self._guard, self._storage_io
+        )
         if properties is None:  # a catalog that vends no credentials: nothing reachable
             return 0
-        io = PyArrowFileIO(properties)
+        io = StorageFileIO(properties)
         referenced = referenced_files(loaded["metadata"], loaded["metadata-location"], io)
         scheme, netloc, path = PyArrowFileIO.parse_location(location)
         filesystem = io.fs_by_scheme(scheme, netloc)

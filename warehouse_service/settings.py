@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from catalog_map.platform import PlatformWarehouseSettings
+from catalog_map.trust import OutboundTlsSettings
 from service_runtime.config import (
     ENV_PREFIX,
     ConfigError,
@@ -19,10 +21,11 @@ from unit_launcher.factory import LAUNCHERS
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
+from warehouse_service.db_tls import DATABASE_TLS_MODES, database_ssl
 
 
 @dataclass(frozen=True, repr=False)
-class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
+class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, OutboundTlsSettings):
     scope = "WAREHOUSE"
     catalog_mode: str = setting(
         "CATALOG_MODE",
@@ -33,6 +36,16 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
         "docs/warehouses.md.",
     )
     port: int = setting("PORT", 50051, "gRPC port of the warehouse registry.", scoped=True)
+    unit_port: int = setting(
+        "UNIT_PORT",
+        0,
+        "A second gRPC port, for computing units and their executions' Spark tasks, which "
+        "hold no mesh certificate: TLS with the service's certificate but no client "
+        "certificate asked, RegistryService alone, and only the registry's own tokens (units' "
+        "credentials, executions' tokens). 0: none. Needs client certificates required on "
+        "the main port (else units call that one).",
+        scoped=True,
+    )
     metrics_port: int = setting(
         "METRICS_PORT", 9451, "Metrics port of the warehouse registry; 0 turns it off.", scoped=True
     )
@@ -42,6 +55,22 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
         "PostgreSQL URL of the registry's database (postgresql://user:password@host:port/db). "
         "Required.",
         secret=True,
+        scoped=True,
+    )
+    database_tls: str = setting(
+        "DATABASE_TLS",
+        "",
+        "TLS to the registry's database: verify-full (the server's certificate checked against "
+        "DATABASE_CA_FILE, or the URL's sslrootcert, and its name against the host), "
+        "require-unverified (encrypted, any certificate, logged as a WARNING), or empty: as "
+        "the URL's sslmode says (verify-full there is handled as here).",
+        scoped=True,
+    )
+    database_ca_file: str = setting(
+        "DATABASE_CA_FILE",
+        "",
+        "CA bundle (PEM file) the database's certificate is verified against under "
+        "verify-full; empty: the system's trust store.",
         scoped=True,
     )
     page_token_key: str = page_token_key_setting()
@@ -249,10 +278,21 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
                 f"may be filled in ({type(exc).__name__}: {exc})"
             ) from exc
         self.require("database_url")
+        if self.database_tls not in DATABASE_TLS_MODES:
+            raise ConfigError(
+                f"{ENV_PREFIX}WAREHOUSE_DATABASE_TLS must be verify-full, require-unverified "
+                "or empty"
+            )
         self._validate_catalog_mode()
         self.require_secret_length("page_token_key")
         self.require("signing_key")
         self.require("registry_public_key")
+        if self.unit_port and not self.tls_require_client_certificate:
+            raise ConfigError(
+                f"{self.variable_of('unit_port')} needs "
+                f"{self.variable_of('tls_require_client_certificate')}=true: without client "
+                "certificates required, units call the main port"
+            )
         try:
             parse_allowed(self.allowed_storage_endpoints)
         except ValueError as exc:
@@ -312,7 +352,12 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings):
             timeout_seconds=self.catalog_timeout_seconds,
             attempts=self.catalog_attempts,
             oauth=self.catalog_oauth(),
+            trust=self.catalog_trust(),
         )
+
+    def database_ssl(self) -> ssl.SSLContext | None:
+        """TLS to the registry's database (warehouse_service.db_tls)."""
+        return database_ssl(self.database_url, self.database_tls, self.database_ca_file)
 
     @property
     def unit_folder(self) -> Path:

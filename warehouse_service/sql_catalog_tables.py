@@ -17,6 +17,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from catalog_map.backends import SqlWarehouse
+from lake_tables.pyiceberg_arrow import STORAGE_IO_PROPERTIES
 from warehouse_service.catalog_client import CatalogError
 
 T = TypeVar("T")
@@ -33,6 +34,7 @@ class SqlCatalogTables:
                 name,
                 uri=self._warehouse.uri,
                 warehouse=self._warehouse.warehouse_location,
+                **STORAGE_IO_PROPERTIES,
                 **self._warehouse.file_io_properties,
             )
         return self._catalogs[name]

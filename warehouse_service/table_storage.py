@@ -4,6 +4,7 @@ endpoint), and only once the table's location is known to lie inside the warehou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -27,14 +28,20 @@ def warehouse_root(row: asyncpg.Record) -> str:
 
 
 def storage_properties(
-    loaded: dict[str, Any], folder: str, endpoint: str, guard: EndpointGuard
+    loaded: dict[str, Any],
+    folder: str,
+    endpoint: str,
+    guard: EndpointGuard,
+    storage_io: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
     """FileIO properties that reach folder of the loaded table (a LoadTableResult), pinned to
-    the registered endpoint; None when the catalog vends no credentials."""
+    the registered endpoint, with storage_io (the storage CA bundle, catalog_map.trust); None
+    when the catalog vends no credentials."""
     vended = credentials_for(loaded, folder)
     if vended is None:
         return None
     properties = {key: vended[key] for key in _STORAGE_KEYS if key in vended}
+    properties.update(storage_io or {})
     if endpoint:
         properties["s3.endpoint"] = guard.pinned(endpoint)
     return properties

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -55,12 +56,20 @@ def refuse_unless_allowed(
         )
 
 
-class PeerAllowList(grpc.aio.ServerInterceptor):
-    """Refuses every call (but health checks) from a peer the allow-list does not name. It
-    runs inside the server interceptor, which logs, counts and answers its refusals."""
+#: A check of one call before its handler runs: (the called gRPC service's full name, the
+#: call); it raises ServiceError to refuse the call.
+CallCheckFunction = Callable[[str, grpc.aio.ServicerContext[Any, Any]], None]
 
-    def __init__(self, allowed: AllowedPeers) -> None:
-        self._allowed = allowed
+
+class CallCheck(grpc.aio.ServerInterceptor):
+    """Runs check before the handler of every call but those to the exempt services. It runs
+    inside the server interceptor, which logs, counts and answers its refusals."""
+
+    def __init__(
+        self, check: CallCheckFunction, exempt: frozenset[str] = frozenset({health.SERVICE_NAME})
+    ) -> None:
+        self._check = check
+        self._exempt = exempt
 
     async def intercept_service(
         self,
@@ -71,18 +80,18 @@ class PeerAllowList(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         service = handler_call_details.method.lstrip("/").rpartition("/")[0]
-        if handler is None or service == health.SERVICE_NAME:
+        if handler is None or service in self._exempt:
             return handler
-        return rewrap(handler, self._checked, handler.request_deserializer)
+        return rewrap(handler, partial(self._checked, service), handler.request_deserializer)
 
-    def _checked(self, behavior: Behavior, kind: str) -> Behavior:
-        allowed = self._allowed
+    def _checked(self, service: str, behavior: Behavior, kind: str) -> Behavior:
+        check = self._check
         if kind.endswith("_stream"):
 
             async def streaming(
                 request: Any, call: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
-                refuse_unless_allowed(allowed, call)
+                check(service, call)
                 responses = behavior(request, call)
                 if not inspect.isasyncgen(responses):  # a handler that writes by itself
                     await responses
@@ -96,8 +105,15 @@ class PeerAllowList(grpc.aio.ServerInterceptor):
             return streaming
 
         async def unary(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            refuse_unless_allowed(allowed, call)
+            check(service, call)
             response = behavior(request, call)
             return await response if inspect.isawaitable(response) else response
 
         return unary
+
+
+class PeerAllowList(CallCheck):
+    """Refuses every call (but health checks) from a peer the allow-list does not name."""
+
+    def __init__(self, allowed: AllowedPeers) -> None:
+        super().__init__(lambda service, call: refuse_unless_allowed(allowed, call))

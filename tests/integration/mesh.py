@@ -78,7 +78,7 @@ def registry_as(
     on_behalf: str | None = None,
     target: str | None = None,
 ) -> RegistryClient:
-    channel = grpc.insecure_channel(target or stack.target("warehouse-service"))
+    channel = grpc.insecure_channel(target) if target else stack.channel("warehouse-service")
     extra = ((auth.ON_BEHALF_KEY, on_behalf),) if on_behalf else ()
     return RegistryClient(
         stack=stack,

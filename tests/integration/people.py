@@ -5,8 +5,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-import grpc
-
 from embedded_stack.stack import Stack
 from tests.integration.executions import UnitClient
 from tests.integration.mesh import bearer, create_warehouse, user
@@ -78,7 +76,7 @@ class Person:
 def person(stack: Stack, name: str) -> Person:
     user_id = f"{name}-{uuid.uuid4().hex[:6]}"
     warehouse_id = create_warehouse(user(stack, user_id), stack.provision_bucket(name)).warehouse_id
-    channel = grpc.insecure_channel(stack.target("gateway"))
+    channel = stack.channel("gateway", presenting=None)
     metadata = bearer(stack.token(user_id))
     return Person(
         user_id,

@@ -20,7 +20,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from embedded_stack.s3.endpoint import REGION, BucketGrant
-from embedded_stack.stack import ENDPOINTS_FILE, Stack
+from embedded_stack.stack import Stack
+from embedded_stack.state_files import ENDPOINTS_FILE
 from lake_client.executions import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
 from tests.integration.executions import SHARED_UNIT_OWNER, sleeping_udf, unit_as, workflow

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import grpc
 import psutil
@@ -166,6 +167,20 @@ def test_bad_unit_requests_name_the_field(units_stack: Stack) -> None:
         "computing_unit.cores",
         "computing_unit.memory_mib",
     }
+
+
+@pytest.mark.parametrize("user_id", ["", "x" * 129, "bob\n"])
+def test_sharing_a_unit_names_a_malformed_user_id(units_stack: Stack, user_id: str) -> None:
+    """As ShareWarehouse names member.user_id: before any lookup, so a unit that does not
+    exist is no different, and every bad field is named in the one error."""
+    frank = person(units_stack, "frank")
+    for share in (True, False):
+        error = refused(partial(frank.share, "cu-0000000000000000", user_id, share=share))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert bad_fields(error) == {"user_id"}
+        assert reason(error) == "INVALID_ARGUMENT"
+        both = refused(partial(frank.share, "not a unit", user_id, share=share))
+        assert bad_fields(both) == {"computing_unit_id", "user_id"}
 
 
 # Attacks: a workflow written by an attacker, on its own unit and on a unit shared with it.

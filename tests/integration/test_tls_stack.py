@@ -1,0 +1,165 @@
+"""The embedded stack in TLS mode, with real processes: the gateway serves TLS, the registry and
+the result service mutual TLS with their caller rules, and the services call each other over
+mutual TLS. A user's workflow runs through the gateway over TLS, long enough that its Spark
+tasks renew their storage credentials at the registry's unit port (three-second credentials,
+a commit after every wave of tasks); what is not the mesh's is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from embedded_stack.state_files import ENDPOINTS_FILE
+from service_runtime.health_probe import probe
+from service_runtime.tls.authority import SERVICE_LIFETIME, MeshAuthority
+from service_runtime.tls.identity import GATEWAY, service_identity
+from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
+from tests.conftest import TEST_STACK_ENV
+from tests.integration.executions import sleeping_udf, workflow
+from tests.integration.mesh import BIN, bearer, reason, refused
+from tests.integration.people import person
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from texera.lake.v1 import execution_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+ROWS = 4000
+
+
+@pytest.fixture(scope="module")
+def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("tls")), tls=True)
+    env = {
+        **TEST_STACK_ENV,
+        "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": "3",
+        "TEXERA_LAKE_CU_COMMIT_INTERVAL_SECONDS": "0",  # a commit after every wave of tasks
+    }
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
+        yield running
+
+
+def _renewals(stack: Stack) -> int:
+    """Credentials the registry vended to tasks (on its unit port, in its log)."""
+    lines = (stack.log_dir / "warehouse-service.log").read_text().splitlines()
+    return sum(1 for line in lines if "/VendTableCredentials" in line and '"code": "OK"' in line)
+
+
+def test_the_endpoints_file_names_the_ca_and_keys_are_private(tls_stack: Stack) -> None:
+    endpoints = json.loads((tls_stack.state_dir / ENDPOINTS_FILE).read_text())
+    assert endpoints["tls"]["enabled"] is True
+    assert endpoints["tls"]["ca"] == str(tls_stack.state_dir / "tls" / "ca.pem")
+    assert tls_stack.tls is not None
+    for files in tls_stack.tls.certificates.values():
+        assert stat.S_IMODE(files.key.stat().st_mode) == 0o600
+        assert b"PRIVATE KEY" not in files.certificate.read_bytes()
+
+
+def test_a_workflow_through_the_gateway_over_tls_renews_its_credentials(
+    tls_stack: Stack,
+) -> None:
+    alice = person(tls_stack, "tls-alice")  # every call below through the gateway, over TLS
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": ROWS, "partitions": 6}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["n"],
+                "python_udf": sleeping_udf(1.5),
+                "materialize": True,
+            },
+        ]
+    )
+    renewed_before = _renewals(tls_stack)
+    submitted = alice.executions.submit(alice.warehouse_id, flow)
+    execution = alice.executions.finish(submitted.execution_id)
+    assert execution.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, execution.error
+    [output] = execution.outputs
+    assert output.row_count == ROWS
+    assert execution.progress.commits >= 2
+    page = alice.results.page(execution.execution_id, "slow", page_size=10)
+    assert len(page.rows) == 10
+    rows, _ = alice.results.all_rows(execution.execution_id, "slow", page_size=1000)
+    assert sorted(int(row["id"]) for row in rows) == list(range(ROWS))
+    assert _renewals(tls_stack) > renewed_before  # tasks renewed at the unit port
+
+
+def test_plaintext_to_the_gateways_tls_port_is_refused(tls_stack: Stack) -> None:
+    assert probe(tls_stack.target("gateway"), tls=tls_stack.client_tls(None)) == "SERVING"
+    assert probe(tls_stack.target("gateway"), timeout=10) == "UNREACHABLE (UNAVAILABLE)"
+
+
+def test_the_registry_refuses_a_client_without_a_certificate_of_the_mesh(
+    tls_stack: Stack,
+) -> None:
+    assert tls_stack.tls is not None
+    impostor = MeshAuthority.create().issue(service_identity(GATEWAY), lifetime=SERVICE_LIFETIME)
+    outsider = MeshClientTls(
+        ca_bundle=tls_stack.tls.ca_file.read_bytes(),
+        certificate_chain=impostor.certificate_pem,
+        private_key=impostor.private_key_pem,
+    )
+    registry = tls_stack.target("warehouse-service")
+    assert probe(registry, tls=tls_stack.client_tls()) == "SERVING"  # the gateway's: taken
+    # Another CA's certificate naming the gateway, or none: refused in the handshake.
+    assert probe(registry, tls=outsider, timeout=10) == "UNREACHABLE (UNAVAILABLE)"
+    assert probe(registry, tls=tls_stack.client_tls(None), timeout=10) == (
+        "UNREACHABLE (UNAVAILABLE)"
+    )
+
+
+def test_the_result_services_certificate_may_not_call_what_only_the_gateway_may(
+    tls_stack: Stack,
+) -> None:
+    user_token = bearer(tls_stack.internal_token("tls-mallory"))
+    request = warehouse_service_pb2.ListWarehousesRequest()
+    with tls_stack.channel("warehouse-service", presenting="result-service") as channel:
+        stub = warehouse_service_pb2_grpc.WarehouseServiceStub(channel)
+        error = refused(lambda: stub.ListWarehouses(request, metadata=user_token, timeout=30))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert reason(error) == "PEER_NOT_ALLOWED"
+    with tls_stack.channel("warehouse-service") as channel:  # the gateway's: taken
+        stub = warehouse_service_pb2_grpc.WarehouseServiceStub(channel)
+        stub.ListWarehouses(request, metadata=user_token, timeout=30)
+
+
+def test_the_unit_port_takes_only_the_registrys_own_tokens(tls_stack: Stack) -> None:
+    """Without a client certificate, a user's token (the gateway's to give) gets nothing."""
+    tls = tls_stack.client_tls(None)
+    with blocking_mesh_channel(tls_stack.registry_unit_target, tls) as channel:
+        stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
+        error = refused(
+            lambda: stub.AcquireComputingUnit(
+                registry_service_pb2.AcquireComputingUnitRequest(),
+                metadata=bearer(tls_stack.internal_token("tls-mallory")),
+                timeout=30,
+            )
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert reason(error) == "PEER_NOT_ALLOWED"
+
+
+def test_grpcurl_lists_the_gateways_services_with_the_stacks_ca(tls_stack: Stack) -> None:
+    assert tls_stack.tls is not None
+    listed = subprocess.run(
+        [
+            str(BIN / "grpcurl"),
+            "-cacert",
+            str(tls_stack.tls.ca_file),
+            tls_stack.target("gateway"),
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    assert "texera.lake.v1.ExecutionService" in listed
+    assert "texera.lake.v1.WarehouseService" in listed
