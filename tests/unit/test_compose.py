@@ -25,6 +25,7 @@ import yaml
 from deploy.compose.make_secrets import REALM_TEMPLATE, SECRET_PLACEHOLDER, platform_files
 from scripts.settings_table import ALL_SETTINGS
 from tests.conftest import ROOT, documentation
+from tests.unit.deployment_settings import missing_settings
 
 SECRET_NAME = re.compile(r"(^|_)(PASSWORD|SECRET|KEYS?|TOKEN)(_|$)", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
@@ -385,3 +386,13 @@ def test_keycloak_is_healthy_before_lakekeeper_the_bootstrap_and_the_registry(
     for name in ("lakekeeper", "lakekeeper-bootstrap", "warehouse-service"):
         assert services[name]["depends_on"]["keycloak"]["condition"] == "service_healthy", name
     assert services["keycloak"]["healthcheck"]["test"]
+
+
+def test_each_mesh_service_is_given_every_setting_it_requires(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    for name in sorted(OUR_SERVICES):
+        service = services[name]
+        environment = {k: str(v) for k, v in (service.get("environment") or {}).items()}
+        problems = missing_settings(service["command"][0], environment, tmp_path / name)
+        assert problems == [], name

@@ -6,16 +6,32 @@ Kubernetes OpenAPI schemas, then the rules that matter for security.
 
 from __future__ import annotations
 
+import ipaddress
+import re
+import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, documentation
+from tests.unit.deployment_settings import (
+    SETTINGS_OF_COMMAND,
+    missing_settings,
+    required_secret_files,
+    with_dummy_files,
+)
 from tests.unit.kubernetes_checks import confinement_problems, containers, pod_spec, validate
-from unit_launcher.kubernetes_settings import KubernetesLauncherSettings, label_selector
+from unit_launcher.kubernetes_settings import (
+    KubernetesLauncherSettings,
+    cidr_list,
+    label_selector,
+    port_list,
+)
 from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD
+from warehouse_service.settings import WarehouseServiceSettings
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 MESH, UNITS = "texera-lake", "texera-lake-units"
@@ -225,3 +241,129 @@ def test_the_launchers_settings_name_what_the_manifests_make() -> None:
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     [image] = kustomization["images"]
     assert settings.image == f"{image['newName']}:{image['newTag']}"
+
+
+def _environment(workload: dict[str, Any]) -> dict[str, str]:
+    """What the workload's one container finds in its environment: the ConfigMaps it takes
+    whole, then its own variables."""
+    spec = pod_spec(workload)
+    assert spec is not None
+    [container] = spec["containers"]
+    environment: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        environment |= _named("ConfigMap", MESH, name)["data"]
+    environment |= {variable["name"]: variable["value"] for variable in container.get("env", [])}
+    return environment
+
+
+def _command(workload: dict[str, Any]) -> str:
+    spec = pod_spec(workload)
+    assert spec is not None
+    [container] = spec["containers"]
+    command: str = container["command"][0]
+    return command
+
+
+@pytest.mark.parametrize("workload", _workloads(), ids=lambda w: w["metadata"]["name"])
+def test_each_deployment_is_given_every_setting_it_requires(
+    workload: dict[str, Any], tmp_path: Path
+) -> None:
+    environment = _environment(workload)
+    assert missing_settings(_command(workload), environment, tmp_path) == []
+    # Each secret without a default is required: dropping one is caught.
+    for variable in required_secret_files(SETTINGS_OF_COMMAND[_command(workload)]):
+        less = {k: v for k, v in environment.items() if k != variable}
+        assert any(variable in p for p in missing_settings(_command(workload), less, tmp_path))
+
+
+Peer = dict[str, Any]
+
+
+def _rule_admits_port(rule: dict[str, Any], port: int) -> bool:
+    ports = rule.get("ports")
+    return not ports or any(
+        p.get("protocol", "TCP") == "TCP" and p.get("port") in (None, port) for p in ports
+    )
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _peer_admits(peer: Peer, host: str | Network) -> bool:
+    """Whether the peer of an egress rule takes in host: an address or network (ipBlock), or a
+    Service's name service.namespace.svc[.cluster.local] (its namespace's selector)."""
+    if isinstance(host, str):
+        try:
+            return _peer_admits(peer, ipaddress.ip_network(host))
+        except ValueError:
+            parts = host.split(".")
+            if len(parts) < 3 or parts[2] != "svc":
+                # A name outside the cluster: only a rule open to every address admits it.
+                return peer.get("ipBlock", {}).get("cidr") in {"0.0.0.0/0", "::/0"}
+            labels = peer.get("namespaceSelector", {}).get("matchLabels", {})
+            return bool(labels.get("kubernetes.io/metadata.name") == parts[1])
+    block = peer.get("ipBlock")
+    if block is None:
+        return False
+
+    def within(cidr: str) -> bool:
+        network = ipaddress.ip_network(cidr)
+        return host.version == network.version and host.subnet_of(network)  # type: ignore[arg-type]
+
+    return within(block["cidr"]) and not any(within(e) for e in block.get("except", []))
+
+
+def _admitted(policy: dict[str, Any], host: str | Network, port: int) -> bool:
+    return any(
+        _rule_admits_port(rule, port) and any(_peer_admits(peer, host) for peer in rule["to"])
+        for rule in policy["spec"].get("egress", [])
+    )
+
+
+def _host_and_port(url: str) -> tuple[str, int]:
+    parsed = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443, "postgresql": 5432}[parsed.scheme]
+    assert parsed.hostname, url
+    return parsed.hostname, parsed.port or default
+
+
+def _registry_endpoints(tmp_path: Path) -> dict[str, tuple[Any, int]]:
+    """Every endpoint the registry's settings name, by what names it."""
+    environment = with_dummy_files(
+        _environment(_named("Deployment", MESH, "warehouse-service")), tmp_path
+    )
+    settings = WarehouseServiceSettings.from_env(environment)
+    launcher = KubernetesLauncherSettings.from_env(environment)
+    endpoints: dict[str, tuple[Any, int]] = {
+        name: _host_and_port(getattr(settings, name))
+        for name in ("catalog_uri", "catalog_management_uri", "catalog_token_uri")
+    }
+    for url in filter(None, settings.allowed_storage_endpoints.split(",")):
+        endpoints[f"storage {url}"] = _host_and_port(url.strip())
+    if settings.mode.is_global and settings.platform_endpoint:
+        endpoints["platform_endpoint"] = _host_and_port(settings.platform_endpoint)
+    for network in cidr_list(launcher.storage_cidrs):
+        for port in port_list(launcher.storage_ports):
+            endpoints[f"storage {network}:{port}"] = (network, port)
+    # The database URL is a Secret: the example the README gives, with the address to replace.
+    [database_url] = re.findall(r"postgresql://\S+", (DEPLOY / "README.md").read_text())
+    endpoints["database_url"] = _host_and_port(database_url)
+    return endpoints
+
+
+def test_the_registrys_policy_lets_it_reach_every_endpoint_its_settings_name(
+    tmp_path: Path,
+) -> None:
+    policy = _named("NetworkPolicy", MESH, "warehouse-service")
+    endpoints = _registry_endpoints(tmp_path)
+    assert {"catalog_token_uri", "database_url"} <= set(endpoints)
+    assert any(name.startswith("storage") for name in endpoints)
+    unreachable = [
+        name for name, (host, port) in endpoints.items() if not _admitted(policy, host, port)
+    ]
+    assert unreachable == []
+    # What no rule admits is caught: another port of the token endpoint, a private address.
+    host, port = endpoints["catalog_token_uri"]
+    assert not _admitted(policy, host, port + 1)
+    assert not _admitted(policy, ipaddress.ip_network("10.1.2.3"), 443)
