@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +32,7 @@ from warehouse_service.catalog_oauth import (
     TokenEndpointFailed,
     json_or_none,
 )
+from warehouse_service.delete_profile import HARD
 
 log = logging.getLogger("warehouse_service.catalog")
 NAMESPACE_SEPARATOR = "\x1f"
@@ -95,7 +97,9 @@ class CatalogClient:
         backoff_seconds: float = 0.5,
         oauth: OAuthClient | None = None,
         trust: ServerTrust = DEFAULT_TRUST,
+        delete_profile: Mapping[str, Any] = HARD,
     ) -> None:
+        self._delete_profile = dict(delete_profile)
         self._management = management_uri.rstrip("/")
         self._catalog = catalog_uri.rstrip("/")
         self._project_id = project_id
@@ -247,6 +251,7 @@ class CatalogClient:
             "warehouse-name": name,
             "storage-profile": storage_profile_json(storage),
             "storage-credential": storage_credential_json(credentials),
+            "delete-profile": self._delete_profile,
         }
         answer: dict[str, Any] = await self._request(
             "POST", f"{self._management}/v1/warehouse", json=body
@@ -264,6 +269,14 @@ class CatalogClient:
             "GET", f"{self._management}/v1/warehouse/{warehouse_id}"
         )
         return answer
+
+    async def set_delete_profile(self, warehouse_id: str, profile: Mapping[str, Any]) -> None:
+        """What dropping a table of the warehouse does from now on (see delete_profile)."""
+        await self._request(
+            "POST",
+            f"{self._management}/v1/warehouse/{warehouse_id}/delete-profile",
+            json={"delete-profile": dict(profile)},
+        )
 
     async def activate_warehouse(self, warehouse_id: str) -> None:
         """Opens a warehouse deactivated in the catalog (out of band) again, so it can be purged."""

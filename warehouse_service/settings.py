@@ -18,6 +18,7 @@ from service_runtime.config import (
 )
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.factory import LAUNCHERS
+from warehouse_service import delete_profile
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
@@ -123,6 +124,13 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "catalog's warehouse id, {access} read or write. A provider that accepts only scopes "
         "it knows (Keycloak) needs one of those, such as lakekeeper; see docs/operations.md "
         "for what such a token reaches.",
+    )
+    catalog_delete_profile: str = setting(
+        "CATALOG_DELETE_PROFILE",
+        "hard",
+        "Delete profile of the warehouses the registry creates in Lakekeeper: hard (a dropped "
+        "table is gone at once) or soft:<seconds> (kept that long; DeleteWarehouse with purge "
+        "sets hard first).",
     )
     database_pool_size: int = setting(
         "DATABASE_POOL_SIZE",
@@ -277,6 +285,10 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"{ENV_PREFIX}CATALOG_WAREHOUSE_TOKEN_SCOPE: only {{warehouse}} and {{access}} "
                 f"may be filled in ({type(exc).__name__}: {exc})"
             ) from exc
+        try:
+            delete_profile.parse(self.catalog_delete_profile)
+        except ValueError as exc:
+            raise ConfigError(f"{ENV_PREFIX}CATALOG_DELETE_PROFILE: {exc}") from exc
         self.require("database_url")
         if self.database_tls not in DATABASE_TLS_MODES:
             raise ConfigError(
@@ -353,6 +365,7 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
             attempts=self.catalog_attempts,
             oauth=self.catalog_oauth(),
             trust=self.catalog_trust(),
+            delete_profile=delete_profile.parse(self.catalog_delete_profile),
         )
 
     def database_ssl(self) -> ssl.SSLContext | None:

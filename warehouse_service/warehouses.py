@@ -43,6 +43,7 @@ from texera.lake.v1 import (
 )
 from warehouse_service import (
     catalog_purge,
+    delete_profile,
     leftover_tables,
     memberships,
     platform_warehouse,
@@ -631,6 +632,8 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             await self._stop_writes(
                 row["warehouse_id"], "DELETING", ("ACTIVE", "ARCHIVED", "DELETING")
             )
+            if contents:  # what it drops must be gone at once for the warehouse to go
+                await self._catalog.set_delete_profile(catalog_id, delete_profile.HARD)
             await catalog_purge.empty(self._catalog, name, contents)
             await catalog_purge.delete(self._catalog, catalog_id, self._delete_wait)
         except CatalogError as exc:

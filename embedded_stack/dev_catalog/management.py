@@ -34,6 +34,7 @@ class ManagementApi:
             web.post(one + "/activate", self.activate_warehouse),
             web.post(one + "/rename", self.rename_warehouse),
             web.post(one + "/protection", self.set_protection),
+            web.post(one + "/delete-profile", self.set_delete_profile),
         ]
 
     async def bootstrap(self, request: web.Request) -> web.Response:
@@ -52,6 +53,7 @@ class ManagementApi:
         if not await self.state.run(self.state.store.bootstrapped):
             raise bad_request("CatalogNotBootstrapped", "the catalog must be bootstrapped first")
         name = check_warehouse_name(body.get("warehouse-name"))
+        _check_delete_profile(body.get("delete-profile", {"type": "hard"}))
         profile = S3Profile.from_json(body.get("storage-profile"))
         credential = self._credential(body.get("storage-credential"))
         await self.state.run(validate_access, profile, credential, self.state.guard)
@@ -115,8 +117,24 @@ class ManagementApi:
         updated = await self.state.run(self.state.store.set_protected, record.id, protected)
         return web.json_response({"protected": updated.protected, "updated_at": None})
 
+    async def set_delete_profile(self, request: web.Request) -> web.Response:
+        record = await self.state.warehouse(request.match_info["warehouse_id"])
+        _check_delete_profile((await json_body(request)).get("delete-profile"))
+        return web.json_response(record.to_json())
+
     async def rename_warehouse(self, request: web.Request) -> web.Response:
         record = await self.state.warehouse(request.match_info["warehouse_id"])
         name = check_warehouse_name((await json_body(request)).get("new-name"))
         renamed = await self.state.run(self.state.store.rename, record.id, name)
         return web.json_response(renamed.to_json())
+
+
+def _check_delete_profile(profile: object) -> None:
+    """A TabularDeleteProfile this catalog keeps: it drops tables at once, so only hard (a soft
+    profile, which Lakekeeper keeps tables under for a while, is refused as unsupported)."""
+    if not isinstance(profile, dict) or profile.get("type") not in ("hard", "soft"):
+        raise bad_request("BadRequestException", "delete-profile must be of type hard or soft")
+    if profile["type"] == "soft":
+        raise bad_request(
+            "BadRequestException", "this development catalog drops tables at once: hard only"
+        )

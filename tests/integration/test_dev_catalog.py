@@ -317,6 +317,26 @@ def test_deactivate_activate_and_rename(stack: Stack, warehouse: str) -> None:
     )
 
 
+def test_only_a_hard_delete_profile_is_kept(
+    stack: Stack, grant: BucketGrant, warehouse: str
+) -> None:
+    """This catalog drops tables at once: a soft profile (Lakekeeper keeps tables under it
+    for a while) is refused, when a warehouse is created and later."""
+    [record] = [
+        w
+        for w in management(stack, "GET", "/warehouse").json()["warehouses"]
+        if w["name"] == warehouse
+    ]
+    path = f"/warehouse/{record['id']}/delete-profile"
+    hard = management(stack, "POST", path, json={"delete-profile": {"type": "hard"}})
+    assert hard.status_code == 200
+    assert hard.json()["delete-profile"] == {"type": "hard"}
+    soft = {"type": "soft", "expiration-seconds": 60}
+    assert management(stack, "POST", path, json={"delete-profile": soft}).status_code == 400
+    body = {**warehouse_request(grant, f"wh-{uuid.uuid4().hex[:8]}"), "delete-profile": soft}
+    assert management(stack, "POST", "/warehouse", json=body).status_code == 400
+
+
 def test_bootstrap_happens_once_and_projects_are_checked(stack: Stack) -> None:
     again = management(stack, "POST", "/bootstrap", json={"accept-terms-of-use": True})
     assert again.status_code == 400

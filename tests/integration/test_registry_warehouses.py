@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ import requests
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
+from tests.conftest import catalog_traffic
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.mesh import (
     RegistryClient,
@@ -212,6 +214,14 @@ def test_delete_refuses_a_warehouse_with_tables_unless_purged(
     assert (
         management(stack, "GET", f"/warehouse/{warehouse.catalog_warehouse_id}").status_code == 404
     )
+    # Before it dropped anything, the purge made the catalog's deletes hard (Lakekeeper's soft
+    # ones would keep the tables, and the warehouse, for a while).
+    profiles = [
+        json.loads(line)["request"]["body"]
+        for line in catalog_traffic(stack.state_dir).read_text().splitlines()
+        if f"/warehouse/{warehouse.catalog_warehouse_id}/delete-profile" in line
+    ]
+    assert profiles == [{"delete-profile": {"type": "hard"}}]
     assert stack.s3.admin_s3().list_objects_v2(Bucket=grant.bucket).get("KeyCount", 0) == 0
     # Gone from the default list, still visible as a tombstone when asked for.
     listed = alice.call(alice.warehouses.ListWarehouses, ws.ListWarehousesRequest())
