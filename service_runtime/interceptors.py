@@ -18,7 +18,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import grpc
@@ -244,3 +244,26 @@ def rewrap(
                 response_serializer=handler.response_serializer,
             )
     raise ValueError("method handler has no behavior")
+
+
+async def _none() -> AsyncIterator[Any]:
+    return
+    yield  # an async generator that yields nothing
+
+
+@asynccontextmanager
+async def responses_of(
+    behavior: Behavior, request: Any, call: grpc.aio.ServicerContext[Any, Any]
+) -> AsyncIterator[AsyncIterator[Any]]:
+    """What a server-streaming handler yields, closed on leaving, in the caller's own task (a
+    generator left to the garbage collector is closed in another task, outside the call's
+    context); a handler that writes by itself is awaited, and yields nothing here."""
+    responses = behavior(request, call)
+    if not inspect.isasyncgen(responses):
+        await responses
+        yield _none()
+        return
+    try:
+        yield responses
+    finally:
+        await responses.aclose()

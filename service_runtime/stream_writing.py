@@ -14,12 +14,11 @@ once, in the call's task.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import grpc
 
-from service_runtime.interceptors import Behavior, Continuation, rewrap
+from service_runtime.interceptors import Behavior, Continuation, responses_of, rewrap
 
 
 class StreamWriting(grpc.aio.ServerInterceptor):
@@ -42,18 +41,12 @@ def _written(behavior: Behavior) -> Behavior:
     """A coroutine that writes what behavior yields, and closes it whatever happens."""
 
     async def write(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> None:
-        responses = behavior(request, call)
-        if not inspect.isasyncgen(responses):  # a handler that writes by itself
-            await responses
-            return
-        try:
+        async with responses_of(behavior, request, call) as responses:
             async for response in responses:
                 try:
                     await call.write(response)
                 except Exception as exc:
                     # The stream is over: its client cancelled, went away or ran out of time.
                     raise asyncio.CancelledError from exc
-        finally:
-            await responses.aclose()
 
     return write

@@ -6,7 +6,6 @@ certificates.
 - ``files``: writing certificate and key files so that a reader never sees half of one;
 - ``server_credentials``: a server's credentials, reloaded when its certificate files change;
 - ``mesh_client``: what a service trusts and presents when it calls the mesh, and its channels;
-- ``channel_credentials``: a client's credentials for calling a TLS server of the mesh;
 - ``peers``: the verified identity of a call's peer, and the interceptor that admits only the
   peers a server allows;
 - ``caller_rules``: which service's certificate may call which service, with which tokens.

@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health
 
 from service_runtime.errors import ServiceError
-from service_runtime.interceptors import Behavior, rewrap
+from service_runtime.interceptors import Behavior, responses_of, rewrap
 from service_runtime.tls.identity import AllowedPeers
 
 #: Reported by gRPC of a peer whose verified certificate has exactly one URI SAN, a SPIFFE ID.
@@ -92,15 +92,9 @@ class CallCheck(grpc.aio.ServerInterceptor):
                 request: Any, call: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 check(service, call)
-                responses = behavior(request, call)
-                if not inspect.isasyncgen(responses):  # a handler that writes by itself
-                    await responses
-                    return
-                try:
+                async with responses_of(behavior, request, call) as responses:
                     async for response in responses:
                         yield response
-                finally:
-                    await responses.aclose()
 
             return streaming
 

@@ -21,8 +21,8 @@ from service_runtime.auth import bearer, mint_token
 from service_runtime.config import ServerSettings
 from service_runtime.server import RunningServer
 from service_runtime.tls.authority import SERVICE_LIFETIME, MeshAuthority
-from service_runtime.tls.channel_credentials import mesh_channel_credentials
 from service_runtime.tls.identity import service_identity
+from service_runtime.tls.mesh_client import MeshClientTls
 from service_runtime.tls.peers import peer_identity
 from tests.in_process import serving
 
@@ -105,11 +105,11 @@ def tls_channel(
 ) -> grpc.aio.Channel:
     """A channel to localhost:port that trusts the mesh CA, presenting client's certificate
     if given; fresh: its own connection, never one another channel of this process opened."""
-    credentials = mesh_channel_credentials(
+    credentials = MeshClientTls.from_files(
         str(mesh.ca_bundle),
         certificate_chain=str(client.certificate) if client else "",
         private_key=str(client.key) if client else "",
-    )
+    ).credentials()
     options = [("grpc.use_local_subchannel_pool", 1)] if fresh else []
     return grpc.aio.secure_channel(f"localhost:{port}", credentials, options=options)
 
