@@ -18,16 +18,11 @@ import grpc
 from service_runtime.auth import AUTHORIZATION_KEY, bearer
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import MESH_CHANNEL_OPTIONS, context_metadata, remaining_time
-from service_runtime.retry import RetryPolicy, retry_async
+from service_runtime.repeat import repeat_while_unavailable
 from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 
 T = TypeVar("T")
 
-#: Calls that may be repeated are tried at most four times, 0.2, 0.4 and 0.8 s apart: longer,
-#: together, than a channel waits before it connects again to a backend that restarted.
-REPEAT_POLICY = RetryPolicy(
-    window_seconds=60.0, first_wait_seconds=0.2, longest_wait_seconds=0.8, max_attempts=4
-)
 _CHANNEL_OPTIONS = (
     *MESH_CHANNEL_OPTIONS,
     ("grpc.max_receive_message_length", -1),
@@ -35,20 +30,11 @@ _CHANNEL_OPTIONS = (
 )
 
 
-def _passing(error: BaseException) -> bool:
-    """UNAVAILABLE with time for another attempt left before the caller's deadline."""
-    if not isinstance(error, grpc.aio.AioRpcError) or error.code() != grpc.StatusCode.UNAVAILABLE:
-        return False
-    left = remaining_time()
-    return left is None or left > REPEAT_POLICY.longest_wait_seconds
-
-
 async def _attempts(call: Callable[[], Awaitable[T]], retry: bool, what: str) -> T:
-    """call() once, or as REPEAT_POLICY says when retry; a backend's error is relayed as is."""
+    """call() once, or repeated while UNAVAILABLE when retry; a backend's error is relayed as
+    is."""
     try:
-        if not retry:
-            return await call()
-        return await retry_async(call, policy=REPEAT_POLICY, transient=_passing, what=what)
+        return await (repeat_while_unavailable(call, what) if retry else call())
     except grpc.aio.AioRpcError as error:
         raise ServiceError.relayed(error) from error
 

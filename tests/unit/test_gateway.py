@@ -13,11 +13,12 @@ from typing import Any
 import grpc
 import pytest
 
-from gateway.forwarding import REPEAT_POLICY, Backend
+from gateway.forwarding import Backend
 from gateway.policy import REPEATABLE, Repeat, may_repeat
 from gateway.rate_limit import RateLimiter
 from gateway.service import PUBLIC_SERVICES
 from service_runtime.errors import ServiceError
+from service_runtime.repeat import REPEAT_POLICY
 from texera.lake.v1 import execution_service_pb2, warehouse_service_pb2
 
 UNARY = "/test.Flaky/Unary"
