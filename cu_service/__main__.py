@@ -16,8 +16,9 @@ from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.settings import ComputingUnitSettings
-from cu_service.spark import start_spark
+from cu_service.spark import start_spark, worker_confinement
 from cu_service.warm_up import WarmUp
+from cu_service.worker_daemon import Confinement
 from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.tls.caller_rules import UNIT_RULES, caller_rules
@@ -35,6 +36,7 @@ def build() -> ServiceProcess:
     closers: list[Callable[[], None]] = []
 
     sessions: list[SparkSession] = []
+    confinement: list[Confinement] = []
 
     def prepare() -> None:
         # Users' code runs as this unit's OS user: the secret files, read into the settings
@@ -43,7 +45,8 @@ def build() -> ServiceProcess:
             if path := os.environ.pop(variable, None):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-        sessions.append(start_spark(settings))
+        confinement.append(worker_confinement(settings))
+        sessions.append(start_spark(settings, confinement[0]))
 
     def new_registry() -> RegistryClient:
         return RegistryClient(
@@ -57,7 +60,9 @@ def build() -> ServiceProcess:
         manager = ExecutionManager(spark, registry, catalogs, settings, tls=tls)
         closers.extend([spark.stop, catalogs.close])
         endpoint = settings.address(settings.port)
-        interval = await register(registry, endpoint, settings.capacity)
+        # Sandboxed tasks of a unit that shares its OS user could still read that user's files.
+        confined = confinement[0].sandboxed and not settings.shares_os_user
+        interval = await register(registry, endpoint, settings.capacity, workers_confined=confined)
         parts.manager, parts.registry = manager, registry
         heartbeat = HeartbeatThread(
             new_registry,
@@ -65,6 +70,7 @@ def build() -> ServiceProcess:
             endpoint,
             settings.capacity,
             interval,
+            workers_confined=confined,
         )
         heartbeat.start()
         closers.append(heartbeat.stop)

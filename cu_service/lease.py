@@ -43,11 +43,17 @@ def _passing(error: BaseException) -> bool:
 
 
 async def register(
-    registry: RegistryClient, endpoint: str, capacity: int, policy: RetryPolicy = REGISTER_RETRY
+    registry: RegistryClient,
+    endpoint: str,
+    capacity: int,
+    policy: RetryPolicy = REGISTER_RETRY,
+    *,
+    workers_confined: bool,
 ) -> float:
-    """Registers, retrying while the registry is unavailable; returns the heartbeat interval."""
+    """Registers, saying whether this unit's Python workers are confined, retrying while the
+    registry is unavailable; returns the heartbeat interval."""
     response = await retry_async(
-        lambda: registry.register(endpoint, capacity),
+        lambda: registry.register(endpoint, capacity, workers_confined=workers_confined),
         policy=policy,
         transient=_passing,
         what="registering with the registry",
@@ -67,12 +73,15 @@ class HeartbeatThread:
         endpoint: str,
         capacity: int,
         interval: float,
+        *,
+        workers_confined: bool,
     ) -> None:
         self._new_registry = new_registry
         self._manager = manager
         self._manager_loop = asyncio.get_running_loop()
         self._endpoint = endpoint
         self._capacity = capacity
+        self._workers_confined = workers_confined
         self._interval = interval
         self._loop = asyncio.new_event_loop()
         self._stopping = asyncio.Event()
@@ -121,5 +130,7 @@ class HeartbeatThread:
                 self._manager.cancel_all("the computing unit lost its lease with the registry"),
                 self._manager_loop,
             )
-            return await register(registry, self._endpoint, self._capacity)
+            return await register(
+                registry, self._endpoint, self._capacity, workers_confined=self._workers_confined
+            )
         return None

@@ -60,9 +60,14 @@ class RegistryClient(RegistryReader):
         )
         return response.execution
 
-    async def register(self, endpoint: str, capacity: int) -> rs.RegisterComputingUnitResponse:
+    async def register(
+        self, endpoint: str, capacity: int, *, workers_confined: bool
+    ) -> rs.RegisterComputingUnitResponse:
         request = rs.RegisterComputingUnitRequest(
-            computing_unit_id=self.unit_id, endpoint=endpoint, capacity=capacity
+            computing_unit_id=self.unit_id,
+            endpoint=endpoint,
+            capacity=capacity,
+            workers_confined=workers_confined,
         )
         return await self._call(
             lambda: self._stub.RegisterComputingUnit(request, timeout=self._timeout)

@@ -4,7 +4,8 @@ An execution over a limit fails alone with error reason RESOURCE_LIMIT and a
 message naming the limit and its setting: its run time (the manager stops its
 Spark jobs when the time is up), the bytes it writes (the writer stops), the
 memory of a Python worker (a user's function gets MemoryError, or the worker
-dies) and the memory of the unit's JVM (Spark is set up so that a task's
+dies), the processes of a task (a user's function cannot fork or start a thread) and the
+memory of the unit's JVM (Spark is set up so that a task's
 OutOfMemoryError fails that task, not the JVM; see cu_service.spark).
 """
 
@@ -21,6 +22,9 @@ RESULT_BYTES_MARKER = "[texera-result-bytes-limit]"
 _JVM_MEMORY = ("java.lang.OutOfMemoryError", "SparkOutOfMemoryError")
 _SPARK_SIZE = ("COLLECTION_SIZE_LIMIT_EXCEEDED",)
 _WORKER_CRASHED = "Python worker exited unexpectedly"
+#: What a user's function meets when its task has all the processes it may have: fork(2)
+#: fails with EAGAIN, or a thread cannot start.
+_PROCESS_LIMIT = ("BlockingIOError: [Errno 11]", "can't start new thread")
 #: Python's own MemoryError raised in a worker outside a user's function (not the JVM's).
 _PYTHON_MEMORY = re.compile(r"\bMemoryError\b")
 
@@ -79,11 +83,26 @@ class RunLimits:
         error are those of a user's function that failed (see udf.parse_failure)."""
         if error.startswith("MemoryError"):
             return self._worker_memory(operator_id, error)
+        if any(marker in (error or text) for marker in _PROCESS_LIMIT):
+            return self._processes(operator_id, error)
         if RESULT_BYTES_MARKER in text:
             return ResourceLimitExceeded(
                 "a write task went over the execution's result limit of "
                 + self._limit("max_result_bytes", " bytes")
             )
+        return self._unit_limit_in(text, operator_id)
+
+    def _processes(self, operator_id: str, error: str) -> ResourceLimitExceeded:
+        who = f"operator {operator_id!r}" if operator_id else "a task"
+        return ResourceLimitExceeded(
+            f"{who} went over the process limit of "
+            + self._limit("worker_processes", " processes and threads")
+            + (f": {error}" if error else ""),
+            operator_id,
+        )
+
+    def _unit_limit_in(self, text: str, operator_id: str) -> ResourceLimitExceeded | None:
+        """The limit of the unit's JVM or workers that text shows a task went over."""
         if any(marker in text for marker in _JVM_MEMORY):
             return ResourceLimitExceeded(
                 "a task ran out of the unit's Spark memory of " + self._limit("spark_driver_memory")

@@ -158,7 +158,24 @@ class ComputingUnitSettings(WarehouseClientSettings):
     worker_processes: int = setting(
         "WORKER_PROCESSES",
         256,
-        "Processes and threads of the Python workers' OS user (when the unit runs as root).",
+        "Processes and threads of each sandboxed task (and of the Python workers' OS user "
+        "when the unit runs as root).",
+        scoped=True,
+    )
+    sandbox_tasks: bool = setting(
+        "SANDBOX_TASKS",
+        True,
+        "Runs each task of users' code in Linux namespaces of its own (docs/isolation.md). "
+        "Where the kernel refuses them, tasks run unsandboxed, the log says why, and the "
+        "registry gives the unit no guest's execution.",
+        scoped=True,
+    )
+    shares_os_user: bool = setting(
+        "SHARES_OS_USER",
+        False,
+        "The unit runs as the OS user of other services of the mesh (a process launcher "
+        "that is not root sets it): its tasks could read that user's files, so the unit "
+        "tells the registry its workers are not confined.",
         scoped=True,
     )
     worker_user: str = setting(

@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import cu_service
-from cu_service import worker_daemon
+from cu_service import sandbox, worker_daemon
 from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
@@ -50,8 +50,9 @@ def analyzed_plan(frame: DataFrame) -> list[dict[str, Any]]:
 
 
 def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
-    """The limits of the Python workers, and their own OS user when the unit runs as root
-    and that user can read the interpreter and the packages the workers run."""
+    """The limits of the Python workers, their own OS user when the unit runs as root and
+    that user can read the interpreter and the packages the workers run, and a sandbox for
+    each task where the settings ask for it and the kernel allows it."""
     user = None
     if os.geteuid() == 0:
         closed = closed_to_workers()
@@ -67,7 +68,15 @@ def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
         open_files=settings.worker_open_files,
         processes=settings.worker_processes,
         user=user,
+        sandboxed=settings.sandbox_tasks and _sandbox_allowed(),
     )
+
+
+def _sandbox_allowed() -> bool:
+    refused = sandbox.available()
+    if refused is not None:
+        log.warning("tasks of users' code run unsandboxed: %s", refused)
+    return refused is None
 
 
 def closed_to_workers() -> str | None:
@@ -95,8 +104,11 @@ def shuffle_partitions(spark: SparkSession) -> int:
     return 2 * spark.sparkContext.defaultParallelism
 
 
-def start_spark(settings: ComputingUnitSettings) -> SparkSession:
-    """Starts Spark (a JVM) for this unit; ConfigError says plainly when Java is missing."""
+def start_spark(
+    settings: ComputingUnitSettings, confinement: Confinement | None = None
+) -> SparkSession:
+    """Starts Spark (a JVM) for this unit, its Python workers confined as confinement says
+    (by default as the settings say); ConfigError says plainly when Java is missing."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise ConfigError(
             "PySpark needs Java 17 or newer and there is no java on PATH "
@@ -107,8 +119,8 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         # On a cluster they run the cluster's Python (python3 on the workers' PATH).
         os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    confinement = worker_confinement(settings).encode()
-    os.environ[worker_daemon.VARIABLE] = confinement  # local mode: the JVM's own environment
+    encoded = (confinement or worker_confinement(settings)).encode()
+    os.environ[worker_daemon.VARIABLE] = encoded  # local mode: the JVM's own environment
     builder = (
         SparkSession.builder.master(settings.spark_master)
         .appName(f"texera-lake-{settings.computing_unit_id}")
@@ -117,10 +129,14 @@ def start_spark(settings: ComputingUnitSettings) -> SparkSession:
         .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.worker.reuse", "true")
+        # A worker per task: nothing a task leaves in a worker reaches the next task.
+        .config("spark.python.worker.reuse", "false")
+        # Shuffle and spill files are encrypted with a key of the JVM's, and broadcasts reach
+        # Python workers through a socket, not a file: a task needs none of Spark's files.
+        .config("spark.io.encryption.enabled", "true")
         .config("spark.python.use.daemon", "true")
         .config("spark.python.daemon.module", worker_daemon.__name__)
-        .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", confinement)  # a cluster's
+        .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", encoded)  # a cluster's
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
         .config("spark.executor.killOnFatalError.depth", "0")

@@ -1,17 +1,18 @@
 """Spark's Python daemon for this unit, confined (``spark.python.daemon.module``).
 
-The JVM starts it once; it forks every Python worker (users' functions and the
-writer's tasks), and the workers inherit what it sets before handing over to
-pyspark's own daemon: resource limits (address space, open files) and, when the
-unit runs as root, an unprivileged OS user with a limit on its processes. A
-user's function then cannot read what only root can, signal or trace the unit,
-or take the machine's memory: an allocation over the limit fails in the worker.
+The JVM starts it once; it forks a Python worker for every task (users' functions and the
+writer's tasks; workers are never reused, so nothing one task leaves in a worker's memory
+reaches another). The workers inherit what it sets before handing over to pyspark's own
+daemon: resource limits (address space, open files) and, when the unit runs as root, an
+unprivileged OS user of their own. Where the unit sandboxes tasks (cu_service.sandbox), each
+worker runs its task in namespaces of its own: it sees no other process, none of the unit's
+files, and its processes count against the process limit alone. A user's function then cannot
+read the unit's or another task's memory or files, signal or trace them, or take the
+machine's memory: an allocation over the limit fails in the worker.
 
 Once confined, it imports what the unit's tasks run (PRELOADED) and freezes the garbage
-collector's view of everything loaded so far, before the first fork. A reused Python worker
-runs a full collection after every task (pyspark's daemon does), and with pyarrow, pyiceberg
-and pydantic loaded that walks some 180,000 objects, about 0.1 s of CPU a task; frozen, it
-walks only what the task left. Workers also start with their imports done.
+collector's view of everything loaded so far, before the first fork, so that workers start
+with their imports done and their collections walk only what their task made.
 """
 
 from __future__ import annotations
@@ -21,14 +22,21 @@ import importlib
 import json
 import os
 import resource
+import sys
 from dataclasses import asdict, dataclass
+from importlib.machinery import PathFinder
+
+from cu_service.sandbox import Sandbox
 
 #: The environment variable that carries the confinement from the unit to the daemon.
 VARIABLE = "TEXERA_LAKE_WORKER_CONFINEMENT"
+#: Archives Spark puts on the Python path.
+_ARCHIVES = (".zip", ".jar")
 #: What the unit's tasks import: the writer's, users' functions' and table sources' code, and
 #: pyspark's Arrow serializers.
 PRELOADED = (
     "pyspark.sql.pandas.serializers",
+    "pyspark.worker",
     "cu_service.writer.output",
     "cu_service.workflow.udf",
     "cu_service.workflow.iceberg_source",
@@ -42,6 +50,8 @@ class Confinement:
     processes: int
     #: The user (uid, gid, home) to run as; None keeps the unit's (it does not run as root).
     user: tuple[int, int, str] | None
+    #: Whether each task runs in a sandbox of its own (cu_service.sandbox).
+    sandboxed: bool = False
 
     def encode(self) -> str:
         return json.dumps(asdict(self))
@@ -73,6 +83,19 @@ def _lower(kind: int, value: int) -> None:
     resource.setrlimit(kind, (limit, limit))
 
 
+def import_from_directories() -> None:
+    """Takes Spark's archives (pyspark's zip, py4j's, Spark's core jar) off the module path
+    when the packages they hold are installed as directories too (a unit's virtual
+    environment). pyspark calls importlib.invalidate_caches() at the start of every task,
+    which makes every zip importer read its archive's directory again: some 0.1 s of CPU a
+    task, now that every task has a worker of its own."""
+    directories = [entry for entry in sys.path if not entry.endswith(_ARCHIVES)]
+    if all(PathFinder.find_spec(name, directories) for name in ("pyspark", "py4j")):
+        sys.path[:] = directories
+        for entry in [e for e in sys.path_importer_cache if e not in directories]:
+            del sys.path_importer_cache[entry]  # the archives' importers, probed already
+
+
 def preload() -> None:
     """Imports PRELOADED and takes every object there is out of the collector's view."""
     for module in PRELOADED:
@@ -81,11 +104,19 @@ def preload() -> None:
 
 
 def main() -> None:
-    Confinement.decode(os.environ.pop(VARIABLE)).apply()
-    from pyspark.daemon import manager  # noqa: PLC0415 - only once confined
+    confinement = Confinement.decode(os.environ.pop(VARIABLE))
+    unit_home = os.environ.get("HOME", "")  # the unit's, before apply() gives the workers'
+    confinement.apply()
+    import_from_directories()
+    from pyspark import daemon  # noqa: PLC0415 - only once confined
 
+    from cu_service import pyspark_daemon  # noqa: PLC0415 - imports pyspark
+
+    if confinement.sandboxed:
+        sandbox = Sandbox.for_unit(unit_home, confinement.memory_bytes, confinement.processes)
+        pyspark_daemon.run_workers_in(sandbox)
     preload()
-    manager()
+    daemon.manager()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ and Spark folders are of mode 0700: units cannot read each other's files nor,
 being different users, each other's or the mesh's ``/proc/<pid>/environ``. The
 unit's secrets are files of mode 0600 owned by that user, named by the settings'
 ``_FILE`` variants. Run as another user, units run as that same user: their
-processes are apart, but the operating system does not keep them apart."""
+processes are apart, but the operating system does not keep them apart, and such a unit
+tells the registry its workers are not confined (``TEXERA_LAKE_CU_SHARES_OS_USER``), so it
+runs its owner's executions only (see docs/isolation.md)."""
 
 from __future__ import annotations
 
@@ -136,6 +138,7 @@ class ProcessLauncher(Launcher):
             f"{ENV_PREFIX}CU_PORT": str(port),
             f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": f"{self._advertised_host}:{port}",
             f"{ENV_PREFIX}CU_METRICS_PORT": "0",
+            f"{ENV_PREFIX}CU_SHARES_OS_USER": "false" if self._isolated else "true",
             # The unit's own cores, unless units run on a Spark cluster.
             f"{ENV_PREFIX}CU_SPARK_MASTER": spec.settings.get(
                 f"{ENV_PREFIX}CU_SPARK_MASTER", f"local[{spec.cores}]"

@@ -60,6 +60,7 @@ def build() -> ServiceProcess:
         start_timeout_seconds=settings.unit_start_timeout_seconds,
         default_cores=settings.unit_default_cores,
         default_memory_mib=settings.unit_default_memory_mib,
+        share_unconfined=settings.share_unconfined_units,
     )
     # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
     platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""

@@ -65,7 +65,8 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                     "SELECT user_id FROM unit_shares WHERE unit_id = $1", row["unit_id"]
                 )
             ]
-        return records.owned_unit(row, shared)
+        confined = await _workers_confined(connection, row["unit_id"])
+        return records.owned_unit(row, shared, workers_confined=bool(confined))
 
     async def _visible(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
         violations = FieldViolations()
@@ -228,6 +229,11 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
             if share:
                 if request.user_id == user:
                     raise invalid_argument([FieldViolation("user_id", "is the unit's owner")])
+                # A unit that never registered may be shared: acquiring it checks the
+                # registration it makes once started.
+                self._supervisor.check_confined(
+                    row, request.user_id, await _workers_confined(connection, row["unit_id"])
+                )
                 await connection.execute(
                     "INSERT INTO unit_shares (unit_id, user_id) VALUES ($1, $2) "
                     "ON CONFLICT DO NOTHING",
@@ -245,3 +251,12 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                 extra={"unit_id": row["unit_id"], "other_user_id": request.user_id},
             )
             return await self._shown(connection, row, user)
+
+
+async def _workers_confined(connection: Connection, unit_id: str) -> bool | None:
+    """Whether the unit's latest registration said its workers are confined; None if it never
+    registered."""
+    confined: bool | None = await connection.fetchval(
+        "SELECT workers_confined FROM computing_units WHERE computing_unit_id = $1", unit_id
+    )
+    return confined

@@ -214,15 +214,18 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                     f"warehouse {request.warehouse_id} is {warehouse['state'].lower()} and accepts no executions",
                     reason=f"WAREHOUSE_{warehouse['state']}",
                 )
-            unit_state = await connection.fetchval(
-                "SELECT state FROM computing_units WHERE computing_unit_id = $1",
+            registration = await connection.fetchrow(
+                "SELECT state, workers_confined FROM computing_units WHERE computing_unit_id = $1",
                 request.computing_unit_id,
             )
-            if unit_state != "HEALTHY":
+            if registration is None or registration["state"] != "HEALTHY":
                 raise failed_precondition(
                     f"computing unit {request.computing_unit_id} is not registered or its lease lapsed",
                     reason="COMPUTING_UNIT_UNAVAILABLE",
                 )
+            # The unit binds before it runs anything: this holds even when the unit registered
+            # anew, unconfined, since AcquireComputingUnit handed it out.
+            self._supervisor.check_confined(usable, owner, registration["workers_confined"])
             row = await connection.fetchrow(
                 """
                 INSERT INTO executions (execution_id, owner_user_id, warehouse_id, computing_unit_id,
@@ -562,11 +565,14 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
             row = await connection.fetchrow(
                 """
-                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, state,
-                                             registered_at, last_heartbeat_at, lease_expires_at)
-                VALUES ($1, $2, $3, 'HEALTHY', now(), now(), now() + make_interval(secs => $4))
+                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, workers_confined,
+                                             state, registered_at, last_heartbeat_at,
+                                             lease_expires_at)
+                VALUES ($1, $2, $3, $5, 'HEALTHY', now(), now(),
+                        now() + make_interval(secs => $4))
                 ON CONFLICT (computing_unit_id) DO UPDATE SET
-                    endpoint = excluded.endpoint, capacity = excluded.capacity, state = 'HEALTHY',
+                    endpoint = excluded.endpoint, capacity = excluded.capacity,
+                    workers_confined = excluded.workers_confined, state = 'HEALTHY',
                     running_executions = 0, queued_executions = 0, registered_at = now(),
                     last_heartbeat_at = now(), lease_expires_at = excluded.lease_expires_at
                 RETURNING *
@@ -575,6 +581,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 request.endpoint,
                 request.capacity,
                 self._lease,
+                request.workers_confined,
             )
             await connection.execute(
                 "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
@@ -583,7 +590,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
         log.info(
             "computing unit registered",
-            extra={"computing_unit_id": request.computing_unit_id, "failed": lost},
+            extra={
+                "computing_unit_id": request.computing_unit_id,
+                "failed": lost,
+                "workers_confined": request.workers_confined,
+            },
         )
         response = registry_service_pb2.RegisterComputingUnitResponse(
             registration=records.registration(present(row))

@@ -187,8 +187,11 @@ _UNIT_STATES = {
 }
 
 
-def owned_unit(row: Row, shared_with: Iterable[str]) -> computing_unit_service_pb2.ComputingUnit:
-    """A unit as the public API shows it; shared_with only for its owner's eyes."""
+def owned_unit(
+    row: Row, shared_with: Iterable[str], *, workers_confined: bool
+) -> computing_unit_service_pb2.ComputingUnit:
+    """A unit as the public API shows it; shared_with only for its owner's eyes,
+    workers_confined as its latest registration said (false before the first)."""
     return computing_unit_service_pb2.ComputingUnit(
         computing_unit_id=row["unit_id"],
         display_name=row["display_name"],
@@ -201,4 +204,5 @@ def owned_unit(row: Row, shared_with: Iterable[str]) -> computing_unit_service_p
         shared_with_user_ids=sorted(shared_with),
         create_time=timestamp(row["created_at"]),
         last_use_time=timestamp(row["last_used_at"]),
+        workers_confined=workers_confined,
     )

@@ -266,6 +266,15 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "A launched computing unit that has not registered within this time is FAILED.",
         scoped=True,
     )
+    share_unconfined_units: bool = setting(
+        "SHARE_UNCONFINED_UNITS",
+        False,
+        "Lets a computing unit that cannot confine the Python workers that run users' code "
+        "(their own user, PID and mount namespaces; some containers forbid user namespaces) "
+        "be shared and run the executions of the users it is shared with. Off: such a unit "
+        "runs only its owner's (FAILED_PRECONDITION, COMPUTING_UNIT_NOT_CONFINED).",
+        scoped=True,
+    )
     unit_default_cores: int = setting(
         "UNIT_DEFAULT_CORES", 1, "Cores of a user's default unit, made on first use.", scoped=True
     )

@@ -35,6 +35,8 @@ from warehouse_service.unit_credentials import UnitCredentials
 log = logging.getLogger("warehouse_service.units")
 
 CREDENTIAL_SETTING = f"{ENV_PREFIX}CU_CREDENTIAL"
+#: Lets units whose workers are not confined run others' executions too.
+SHARE_UNCONFINED_SETTING = f"{ENV_PREFIX}WAREHOUSE_SHARE_UNCONFINED_UNITS"
 #: Where a unit's row must be for it to take a new execution.
 USABLE_STATES = ("PROVISIONING", "RUNNING")
 
@@ -48,6 +50,17 @@ def unit_settings(environ: Mapping[str, str]) -> dict[str, str]:
         if not f.metadata["secret"]
     }
     return {name: value for name, value in environ.items() if name in names}
+
+
+def not_confined(unit_id: str) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"computing unit {unit_id} does not confine the Python workers that run users' code, "
+        f"so it runs only its owner's executions (unless the registry's "
+        f"{SHARE_UNCONFINED_SETTING} is true)",
+        reason="COMPUTING_UNIT_NOT_CONFINED",
+        metadata={"computing_unit_id": unit_id},
+    )
 
 
 def new_unit_id() -> str:
@@ -85,6 +98,7 @@ class UnitSupervisor:
         start_timeout_seconds: float,
         default_cores: int,
         default_memory_mib: int,
+        share_unconfined: bool = False,
     ) -> None:
         self._db = db
         self._launcher = launcher
@@ -95,6 +109,7 @@ class UnitSupervisor:
         self._idle = idle_seconds
         self._start_timeout = start_timeout_seconds
         self._default_size = (default_cores, default_memory_mib)
+        self._share_unconfined = share_unconfined
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._launching: set[asyncio.Task[None]] = set()
         #: Units whose launch is under way (before it holds the unit's lock).
@@ -186,6 +201,16 @@ class UnitSupervisor:
 
     # Submissions --------------------------------------------------------------------
 
+    def check_confined(
+        self, unit: asyncpg.Record, user_id: str, workers_confined: bool | None
+    ) -> None:
+        """Refuses user_id on the unit if its latest registration said its workers are not
+        confined (None: it never registered), unless user_id owns it or this registry lets
+        such units be shared."""
+        guest = unit["owner_user_id"] != user_id
+        if workers_confined is False and guest and not self._share_unconfined:
+            raise not_confined(unit["unit_id"])
+
     async def default_unit(self, user_id: str) -> str:
         """The user's default unit, created (and launched) on first use."""
         async with self._db.connection() as connection:
@@ -235,6 +260,10 @@ class UnitSupervisor:
                     unit_id,
                 )
                 if row["state"] == "RUNNING" and registration is not None:
+                    # Judged by the registration handed out: a stopped or new unit is started
+                    # first (below) and judged by the one it then makes. BindExecution checks
+                    # again, for a unit that has registered anew since.
+                    self.check_confined(row, user_id, registration["workers_confined"])
                     await connection.execute(
                         "UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id
                     )

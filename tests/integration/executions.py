@@ -151,6 +151,23 @@ def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"code": code, "output_columns": [{"name": n, "data_type": t} for n, t in columns]}
 
 
+def udf_workflow(
+    operator_id: str, code: str, columns: list[tuple[str, str]], end: int = 1, partitions: int = 1
+) -> workflow_pb2.Workflow:
+    """A range of `end` numbers in `partitions` through one user's function, materialized."""
+    return workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": end, "partitions": partitions}},
+            {
+                "operator_id": operator_id,
+                "input_operator_ids": ["n"],
+                "python_udf": udf(code, columns),
+                "materialize": True,
+            },
+        ]
+    )
+
+
 def sleeping_udf(seconds: float) -> dict[str, Any]:
     """A function that sleeps seconds once per partition, then passes its `id`s on."""
     code = (

@@ -171,15 +171,21 @@ def register_unit(
     *,
     owner: str = "unit-owner",
     shared_with: tuple[str, ...] = (),
+    workers_confined: bool = True,
 ) -> str:
-    """A recorded unit of owner (see record_unit), registered as the unit itself would."""
+    """A recorded unit of owner (see record_unit), registered as the unit itself would (by
+    default as a unit whose workers are confined, which may run the users it is shared
+    with)."""
     unit_id = unit_id or f"cu-{uuid.uuid4().hex[:8]}"
     record_unit(stack, unit_id, owner, shared_with)
     unit = computing_unit(stack, unit_id)
     unit.call(
         unit.ledger.RegisterComputingUnit,
         registry_service_pb2.RegisterComputingUnitRequest(
-            computing_unit_id=unit_id, endpoint="127.0.0.1:1", capacity=capacity
+            computing_unit_id=unit_id,
+            endpoint="127.0.0.1:1",
+            capacity=capacity,
+            workers_confined=workers_confined,
         ),
     )
     return unit_id

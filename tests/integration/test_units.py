@@ -254,8 +254,9 @@ def _secrets(stack: Stack) -> dict[str, bytes]:
         "registry database url": stack.database_url.encode(),
         "catalog database url": stack.catalog_database_url.encode(),
         "database password": password.encode(),
-        # Visible to the workflow on purpose: its own unit's settings (proof that it searched).
-        "canary": b"TEXERA_LAKE_CU_ID",
+        # Visible to the workflow on purpose: its own process's command line, that of Spark's
+        # Python daemon it was forked from (proof that it searched /proc).
+        "canary": b"cu_service.worker_daemon",
     }
 
 

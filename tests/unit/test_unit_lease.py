@@ -35,6 +35,8 @@ class Registry:
         self.beats = 0
         self.failed_registrations = [refusal(grpc.StatusCode.UNAVAILABLE)] * registrations
         self.registered = 0
+        #: workers_confined of each registration made.
+        self.confined: list[bool] = []
         self.unit_id = "cu-1"
 
     async def heartbeat(self, running: int, queued: int) -> None:
@@ -43,11 +45,12 @@ class Registry:
             raise failure
 
     async def register(
-        self, endpoint: str, capacity: int
+        self, endpoint: str, capacity: int, *, workers_confined: bool
     ) -> registry_service_pb2.RegisterComputingUnitResponse:
         if self.failed_registrations:
             raise self.failed_registrations.pop(0)
         self.registered += 1
+        self.confined.append(workers_confined)
         response = registry_service_pb2.RegisterComputingUnitResponse()
         response.heartbeat_interval.FromMilliseconds(200)
         return response
@@ -74,6 +77,7 @@ async def beat_until(registry: Registry, manager: Manager, beats: int) -> None:
         "127.0.0.1:1",
         4,
         interval=0.001,
+        workers_confined=True,
     )
     thread.start()
     deadline = time.monotonic() + 10
@@ -102,7 +106,7 @@ async def test_a_lapsed_lease_cancels_the_executions_and_registers_again() -> No
     manager = Manager()
     await beat_until(registry, manager, 5)
     assert manager.cancelled == ["the computing unit lost its lease with the registry"]
-    assert registry.registered == 1
+    assert registry.confined == [True]  # registered again, saying what it said at start
 
 
 async def test_heartbeats_outlive_a_registration_the_registry_refuses() -> None:
@@ -116,14 +120,18 @@ async def test_heartbeats_outlive_a_registration_the_registry_refuses() -> None:
 
 async def test_registering_waits_for_a_registry_that_cannot_answer_yet() -> None:
     registry = Registry(registrations=5)
-    interval = await register(cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK)
+    interval = await register(
+        cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK, workers_confined=False
+    )
     assert interval == 0.2
-    assert registry.registered == 1
+    assert registry.confined == [False]
 
 
 async def test_registering_refused_for_good_is_raised() -> None:
     registry: Any = Registry()
     registry.failed_registrations = [refusal(grpc.StatusCode.PERMISSION_DENIED)]
     with pytest.raises(ServiceError) as raised:
-        await register(cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK)
+        await register(
+            cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK, workers_confined=True
+        )
     assert raised.value.code == grpc.StatusCode.PERMISSION_DENIED

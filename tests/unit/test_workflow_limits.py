@@ -186,6 +186,15 @@ def test_failures_name_the_limit_they_went_over() -> None:
     assert spark is not None
     assert "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY" in str(spark)
     assert limits.found_in("…", "udf", "ZeroDivisionError: division by zero") is None
+    for error in (
+        "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+        "RuntimeError: can't start new thread",
+    ):
+        forks = limits.found_in("…", "bomb", error)
+        assert forks is not None
+        assert forks.operator_id == "bomb"
+        assert "process limit" in str(forks)
+        assert "TEXERA_LAKE_CU_WORKER_PROCESSES" in str(forks)
 
 
 def _confined(confinement: str, secret: str, seen: Any) -> None:

@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+texera/lake/v1/computing_unit_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x03\n\rComputingUnit\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64isplay_name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rowner_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05\x63ores\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x02\x12\x18\n\nmemory_mib\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x02\x12\x37\n\x05state\x18\x06 \x01(\x0e\x32\".texera.lake.v1.ComputingUnitStateB\x04\xe2\x41\x01\x03\x12\x1b\n\rstate_message\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64\x65\x66\x61ult_unit\x18\x08 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\"\n\x14shared_with_user_ids\x18\t \x03(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rlast_use_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"s\n\x1a\x43reateComputingUnitRequest\x12;\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnitB\x04\xe2\x41\x01\x02\x12\x18\n\nrequest_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\"T\n\x1b\x43reateComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\":\n\x17GetComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"Q\n\x18GetComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"B\n\x19ListComputingUnitsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"m\n\x1aListComputingUnitsResponse\x12\x36\n\x0f\x63omputing_units\x18\x01 \x03(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"c\n\x1a\x44\x65leteComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\">\n\x1b\x44\x65leteComputingUnitResponse\x12\x1f\n\x17\x63\x61ncelled_execution_ids\x18\x01 \x03(\t\"S\n\x19ShareComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"S\n\x1aShareComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"U\n\x1bUnshareComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"U\n\x1cUnshareComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit*\xe9\x01\n\x12\x43omputingUnitState\x12$\n COMPUTING_UNIT_STATE_UNSPECIFIED\x10\x00\x12%\n!COMPUTING_UNIT_STATE_PROVISIONING\x10\x01\x12 \n\x1c\x43OMPUTING_UNIT_STATE_RUNNING\x10\x02\x12 \n\x1c\x43OMPUTING_UNIT_STATE_STOPPED\x10\x03\x12\x1f\n\x1b\x43OMPUTING_UNIT_STATE_FAILED\x10\x04\x12!\n\x1d\x43OMPUTING_UNIT_STATE_DELETING\x10\x05\x32\xaa\x05\n\x14\x43omputingUnitService\x12n\n\x13\x43reateComputingUnit\x12*.texera.lake.v1.CreateComputingUnitRequest\x1a+.texera.lake.v1.CreateComputingUnitResponse\x12\x65\n\x10GetComputingUnit\x12\'.texera.lake.v1.GetComputingUnitRequest\x1a(.texera.lake.v1.GetComputingUnitResponse\x12k\n\x12ListComputingUnits\x12).texera.lake.v1.ListComputingUnitsRequest\x1a*.texera.lake.v1.ListComputingUnitsResponse\x12n\n\x13\x44\x65leteComputingUnit\x12*.texera.lake.v1.DeleteComputingUnitRequest\x1a+.texera.lake.v1.DeleteComputingUnitResponse\x12k\n\x12ShareComputingUnit\x12).texera.lake.v1.ShareComputingUnitRequest\x1a*.texera.lake.v1.ShareComputingUnitResponse\x12q\n\x14UnshareComputingUnit\x12+.texera.lake.v1.UnshareComputingUnitRequest\x1a,.texera.lake.v1.UnshareComputingUnitResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+texera/lake/v1/computing_unit_service.proto\x12\x0etexera.lake.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\x03\n\rComputingUnit\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64isplay_name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rowner_user_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05\x63ores\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x02\x12\x18\n\nmemory_mib\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x02\x12\x37\n\x05state\x18\x06 \x01(\x0e\x32\".texera.lake.v1.ComputingUnitStateB\x04\xe2\x41\x01\x03\x12\x1b\n\rstate_message\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1a\n\x0c\x64\x65\x66\x61ult_unit\x18\x08 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\"\n\x14shared_with_user_ids\x18\t \x03(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x37\n\rlast_use_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x1e\n\x10workers_confined\x18\x0c \x01(\x08\x42\x04\xe2\x41\x01\x03\"s\n\x1a\x43reateComputingUnitRequest\x12;\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnitB\x04\xe2\x41\x01\x02\x12\x18\n\nrequest_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\"T\n\x1b\x43reateComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\":\n\x17GetComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"Q\n\x18GetComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"B\n\x19ListComputingUnitsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"m\n\x1aListComputingUnitsResponse\x12\x36\n\x0f\x63omputing_units\x18\x01 \x03(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"c\n\x1a\x44\x65leteComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\x12\x15\n\rallow_missing\x18\x03 \x01(\x08\">\n\x1b\x44\x65leteComputingUnitResponse\x12\x1f\n\x17\x63\x61ncelled_execution_ids\x18\x01 \x03(\t\"S\n\x19ShareComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"S\n\x1aShareComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit\"U\n\x1bUnshareComputingUnitRequest\x12\x1f\n\x11\x63omputing_unit_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"U\n\x1cUnshareComputingUnitResponse\x12\x35\n\x0e\x63omputing_unit\x18\x01 \x01(\x0b\x32\x1d.texera.lake.v1.ComputingUnit*\xe9\x01\n\x12\x43omputingUnitState\x12$\n COMPUTING_UNIT_STATE_UNSPECIFIED\x10\x00\x12%\n!COMPUTING_UNIT_STATE_PROVISIONING\x10\x01\x12 \n\x1c\x43OMPUTING_UNIT_STATE_RUNNING\x10\x02\x12 \n\x1c\x43OMPUTING_UNIT_STATE_STOPPED\x10\x03\x12\x1f\n\x1b\x43OMPUTING_UNIT_STATE_FAILED\x10\x04\x12!\n\x1d\x43OMPUTING_UNIT_STATE_DELETING\x10\x05\x32\xaa\x05\n\x14\x43omputingUnitService\x12n\n\x13\x43reateComputingUnit\x12*.texera.lake.v1.CreateComputingUnitRequest\x1a+.texera.lake.v1.CreateComputingUnitResponse\x12\x65\n\x10GetComputingUnit\x12\'.texera.lake.v1.GetComputingUnitRequest\x1a(.texera.lake.v1.GetComputingUnitResponse\x12k\n\x12ListComputingUnits\x12).texera.lake.v1.ListComputingUnitsRequest\x1a*.texera.lake.v1.ListComputingUnitsResponse\x12n\n\x13\x44\x65leteComputingUnit\x12*.texera.lake.v1.DeleteComputingUnitRequest\x1a+.texera.lake.v1.DeleteComputingUnitResponse\x12k\n\x12ShareComputingUnit\x12).texera.lake.v1.ShareComputingUnitRequest\x1a*.texera.lake.v1.ShareComputingUnitResponse\x12q\n\x14UnshareComputingUnit\x12+.texera.lake.v1.UnshareComputingUnitRequest\x1a,.texera.lake.v1.UnshareComputingUnitResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,6 +55,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPUTINGUNIT'].fields_by_name['create_time']._serialized_options = b'\342A\001\003'
   _globals['_COMPUTINGUNIT'].fields_by_name['last_use_time']._loaded_options = None
   _globals['_COMPUTINGUNIT'].fields_by_name['last_use_time']._serialized_options = b'\342A\001\003'
+  _globals['_COMPUTINGUNIT'].fields_by_name['workers_confined']._loaded_options = None
+  _globals['_COMPUTINGUNIT'].fields_by_name['workers_confined']._serialized_options = b'\342A\001\003'
   _globals['_CREATECOMPUTINGUNITREQUEST'].fields_by_name['computing_unit']._loaded_options = None
   _globals['_CREATECOMPUTINGUNITREQUEST'].fields_by_name['computing_unit']._serialized_options = b'\342A\001\002'
   _globals['_CREATECOMPUTINGUNITREQUEST'].fields_by_name['request_id']._loaded_options = None
@@ -71,34 +73,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UNSHARECOMPUTINGUNITREQUEST'].fields_by_name['computing_unit_id']._serialized_options = b'\342A\001\002'
   _globals['_UNSHARECOMPUTINGUNITREQUEST'].fields_by_name['user_id']._loaded_options = None
   _globals['_UNSHARECOMPUTINGUNITREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
-  _globals['_COMPUTINGUNITSTATE']._serialized_start=1581
-  _globals['_COMPUTINGUNITSTATE']._serialized_end=1814
+  _globals['_COMPUTINGUNITSTATE']._serialized_start=1613
+  _globals['_COMPUTINGUNITSTATE']._serialized_end=1846
   _globals['_COMPUTINGUNIT']._serialized_start=130
-  _globals['_COMPUTINGUNIT']._serialized_end=544
-  _globals['_CREATECOMPUTINGUNITREQUEST']._serialized_start=546
-  _globals['_CREATECOMPUTINGUNITREQUEST']._serialized_end=661
-  _globals['_CREATECOMPUTINGUNITRESPONSE']._serialized_start=663
-  _globals['_CREATECOMPUTINGUNITRESPONSE']._serialized_end=747
-  _globals['_GETCOMPUTINGUNITREQUEST']._serialized_start=749
-  _globals['_GETCOMPUTINGUNITREQUEST']._serialized_end=807
-  _globals['_GETCOMPUTINGUNITRESPONSE']._serialized_start=809
-  _globals['_GETCOMPUTINGUNITRESPONSE']._serialized_end=890
-  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_start=892
-  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_end=958
-  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_start=960
-  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_end=1069
-  _globals['_DELETECOMPUTINGUNITREQUEST']._serialized_start=1071
-  _globals['_DELETECOMPUTINGUNITREQUEST']._serialized_end=1170
-  _globals['_DELETECOMPUTINGUNITRESPONSE']._serialized_start=1172
-  _globals['_DELETECOMPUTINGUNITRESPONSE']._serialized_end=1234
-  _globals['_SHARECOMPUTINGUNITREQUEST']._serialized_start=1236
-  _globals['_SHARECOMPUTINGUNITREQUEST']._serialized_end=1319
-  _globals['_SHARECOMPUTINGUNITRESPONSE']._serialized_start=1321
-  _globals['_SHARECOMPUTINGUNITRESPONSE']._serialized_end=1404
-  _globals['_UNSHARECOMPUTINGUNITREQUEST']._serialized_start=1406
-  _globals['_UNSHARECOMPUTINGUNITREQUEST']._serialized_end=1491
-  _globals['_UNSHARECOMPUTINGUNITRESPONSE']._serialized_start=1493
-  _globals['_UNSHARECOMPUTINGUNITRESPONSE']._serialized_end=1578
-  _globals['_COMPUTINGUNITSERVICE']._serialized_start=1817
-  _globals['_COMPUTINGUNITSERVICE']._serialized_end=2499
+  _globals['_COMPUTINGUNIT']._serialized_end=576
+  _globals['_CREATECOMPUTINGUNITREQUEST']._serialized_start=578
+  _globals['_CREATECOMPUTINGUNITREQUEST']._serialized_end=693
+  _globals['_CREATECOMPUTINGUNITRESPONSE']._serialized_start=695
+  _globals['_CREATECOMPUTINGUNITRESPONSE']._serialized_end=779
+  _globals['_GETCOMPUTINGUNITREQUEST']._serialized_start=781
+  _globals['_GETCOMPUTINGUNITREQUEST']._serialized_end=839
+  _globals['_GETCOMPUTINGUNITRESPONSE']._serialized_start=841
+  _globals['_GETCOMPUTINGUNITRESPONSE']._serialized_end=922
+  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_start=924
+  _globals['_LISTCOMPUTINGUNITSREQUEST']._serialized_end=990
+  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_start=992
+  _globals['_LISTCOMPUTINGUNITSRESPONSE']._serialized_end=1101
+  _globals['_DELETECOMPUTINGUNITREQUEST']._serialized_start=1103
+  _globals['_DELETECOMPUTINGUNITREQUEST']._serialized_end=1202
+  _globals['_DELETECOMPUTINGUNITRESPONSE']._serialized_start=1204
+  _globals['_DELETECOMPUTINGUNITRESPONSE']._serialized_end=1266
+  _globals['_SHARECOMPUTINGUNITREQUEST']._serialized_start=1268
+  _globals['_SHARECOMPUTINGUNITREQUEST']._serialized_end=1351
+  _globals['_SHARECOMPUTINGUNITRESPONSE']._serialized_start=1353
+  _globals['_SHARECOMPUTINGUNITRESPONSE']._serialized_end=1436
+  _globals['_UNSHARECOMPUTINGUNITREQUEST']._serialized_start=1438
+  _globals['_UNSHARECOMPUTINGUNITREQUEST']._serialized_end=1523
+  _globals['_UNSHARECOMPUTINGUNITRESPONSE']._serialized_start=1525
+  _globals['_UNSHARECOMPUTINGUNITRESPONSE']._serialized_end=1610
+  _globals['_COMPUTINGUNITSERVICE']._serialized_start=1849
+  _globals['_COMPUTINGUNITSERVICE']._serialized_end=2531
 # @@protoc_insertion_point(module_scope)

@@ -79,6 +79,7 @@ class ComputingUnit(_message.Message):
     SHARED_WITH_USER_IDS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     LAST_USE_TIME_FIELD_NUMBER: _builtins.int
+    WORKERS_CONFINED_FIELD_NUMBER: _builtins.int
     computing_unit_id: _builtins.str
     """Identifier assigned by the registry (`cu-` and 16 hex digits). Output
     only.
@@ -104,6 +105,13 @@ class ComputingUnit(_message.Message):
     default_unit: _builtins.bool
     """Whether this is the owner's default unit, which submissions without a
     computing_unit_id go to. Output only.
+    """
+    workers_confined: _builtins.bool
+    """Whether the unit, as it last registered, runs users' code in confined
+    workers (see RegisterComputingUnitRequest.workers_confined); false until
+    it first registers. A unit that does not runs only its owner's
+    executions: it cannot be shared, and users it was shared with cannot
+    run on it, unless the registry allows it. Output only.
     """
     @_builtins.property
     def shared_with_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -131,10 +139,11 @@ class ComputingUnit(_message.Message):
         shared_with_user_ids: _abc.Iterable[_builtins.str] | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         last_use_time: _timestamp_pb2.Timestamp | None = ...,
+        workers_confined: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_use_time", b"last_use_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "cores", b"cores", "create_time", b"create_time", "default_unit", b"default_unit", "display_name", b"display_name", "last_use_time", b"last_use_time", "memory_mib", b"memory_mib", "owner_user_id", b"owner_user_id", "shared_with_user_ids", b"shared_with_user_ids", "state", b"state", "state_message", b"state_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "cores", b"cores", "create_time", b"create_time", "default_unit", b"default_unit", "display_name", b"display_name", "last_use_time", b"last_use_time", "memory_mib", b"memory_mib", "owner_user_id", b"owner_user_id", "shared_with_user_ids", b"shared_with_user_ids", "state", b"state", "state_message", b"state_message", "workers_confined", b"workers_confined"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -112,7 +112,10 @@ class ComputingUnitServiceServicer:
 
     def ShareComputingUnit(self, request, context):
         """Lets another user run executions on a unit (into that user's own
-        warehouses). Sharing again is a no-op. Owner only.
+        warehouses). Sharing again is a no-op. Owner only. A unit that does not
+        confine its workers (see ComputingUnit.workers_confined) is refused with
+        FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED) unless the deployment
+        allows it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

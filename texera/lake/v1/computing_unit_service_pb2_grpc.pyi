@@ -54,7 +54,10 @@ class ComputingUnitServiceStub:
     """
     ShareComputingUnit: _grpc.UnaryUnaryMultiCallable[_computing_unit_service_pb2.ShareComputingUnitRequest, _computing_unit_service_pb2.ShareComputingUnitResponse]
     """Lets another user run executions on a unit (into that user's own
-    warehouses). Sharing again is a no-op. Owner only.
+    warehouses). Sharing again is a no-op. Owner only. A unit that does not
+    confine its workers (see ComputingUnit.workers_confined) is refused with
+    FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED) unless the deployment
+    allows it.
     """
     UnshareComputingUnit: _grpc.UnaryUnaryMultiCallable[_computing_unit_service_pb2.UnshareComputingUnitRequest, _computing_unit_service_pb2.UnshareComputingUnitResponse]
     """Takes the right to run on a unit back; new submissions of that user are
@@ -87,7 +90,10 @@ class ComputingUnitServiceAsyncStub(ComputingUnitServiceStub):
     """
     ShareComputingUnit: _aio.UnaryUnaryMultiCallable[_computing_unit_service_pb2.ShareComputingUnitRequest, _computing_unit_service_pb2.ShareComputingUnitResponse]  # type: ignore[assignment]
     """Lets another user run executions on a unit (into that user's own
-    warehouses). Sharing again is a no-op. Owner only.
+    warehouses). Sharing again is a no-op. Owner only. A unit that does not
+    confine its workers (see ComputingUnit.workers_confined) is refused with
+    FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED) unless the deployment
+    allows it.
     """
     UnshareComputingUnit: _aio.UnaryUnaryMultiCallable[_computing_unit_service_pb2.UnshareComputingUnitRequest, _computing_unit_service_pb2.UnshareComputingUnitResponse]  # type: ignore[assignment]
     """Takes the right to run on a unit back; new submissions of that user are
@@ -147,7 +153,10 @@ class ComputingUnitServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_computing_unit_service_pb2.ShareComputingUnitResponse, _abc.Awaitable[_computing_unit_service_pb2.ShareComputingUnitResponse]]:
         """Lets another user run executions on a unit (into that user's own
-        warehouses). Sharing again is a no-op. Owner only.
+        warehouses). Sharing again is a no-op. Owner only. A unit that does not
+        confine its workers (see ComputingUnit.workers_confined) is refused with
+        FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED) unless the deployment
+        allows it.
         """
 
     @_abc_1.abstractmethod

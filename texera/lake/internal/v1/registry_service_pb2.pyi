@@ -546,22 +546,30 @@ class RegisterComputingUnitRequest(_message.Message):
     COMPUTING_UNIT_ID_FIELD_NUMBER: _builtins.int
     ENDPOINT_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
+    WORKERS_CONFINED_FIELD_NUMBER: _builtins.int
     computing_unit_id: _builtins.str
     """Identifier of the unit. Required."""
     endpoint: _builtins.str
     """Address to reach it at, `host:port`. Required."""
     capacity: _builtins.int
     """Executions it runs at once. Required; 1 to 1,000."""
+    workers_confined: _builtins.bool
+    """Whether the unit runs users' code in Python workers confined apart from
+    the unit's own processes (their own user, PID and mount namespaces, see
+    the docs on units' isolation). A unit that cannot confine them runs only
+    its owner's executions unless the registry allows otherwise.
+    """
     def __init__(
         self,
         *,
         computing_unit_id: _builtins.str = ...,
         endpoint: _builtins.str = ...,
         capacity: _builtins.int = ...,
+        workers_confined: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "computing_unit_id", b"computing_unit_id", "endpoint", b"endpoint"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "computing_unit_id", b"computing_unit_id", "endpoint", b"endpoint", "workers_confined", b"workers_confined"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

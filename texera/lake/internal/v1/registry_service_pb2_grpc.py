@@ -110,10 +110,12 @@ class RegistryServiceServicer:
     def BindExecution(self, request, context):
         """Internal. Records that an execution writes into a warehouse. Called by
         the computing unit itself on behalf of the submitting user, who must be
-        allowed to use the unit (owner or shared with) and own the warehouse or
-        hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
-        execution_id: binding an id again to the same warehouse returns the
-        existing record; to another warehouse it fails with ALREADY_EXISTS.
+        allowed to use the unit (owner or shared with; one it was shared with
+        only if the unit's workers are confined, see AcquireComputingUnit) and
+        own the warehouse or hold WAREHOUSE_ROLE_WRITER on it, which must be
+        active. Idempotent on execution_id: binding an id again to the same
+        warehouse returns the existing record; to another warehouse it fails
+        with ALREADY_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,7 +183,11 @@ class RegistryServiceServicer:
         """Returns a running computing unit the calling user may submit to: the
         named one (owned by or shared with the user; any other answers
         NOT_FOUND), or the user's default unit, created on first use. A stopped
-        unit is started again and the call waits for it within its deadline.
+        unit is started again and the call waits for it within its deadline. A
+        unit whose registration says its workers are not confined
+        (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+        owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+        registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

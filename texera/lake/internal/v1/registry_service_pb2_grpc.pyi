@@ -43,10 +43,12 @@ class RegistryServiceStub:
     BindExecution: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]
     """Internal. Records that an execution writes into a warehouse. Called by
     the computing unit itself on behalf of the submitting user, who must be
-    allowed to use the unit (owner or shared with) and own the warehouse or
-    hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
-    execution_id: binding an id again to the same warehouse returns the
-    existing record; to another warehouse it fails with ALREADY_EXISTS.
+    allowed to use the unit (owner or shared with; one it was shared with
+    only if the unit's workers are confined, see AcquireComputingUnit) and
+    own the warehouse or hold WAREHOUSE_ROLE_WRITER on it, which must be
+    active. Idempotent on execution_id: binding an id again to the same
+    warehouse returns the existing record; to another warehouse it fails
+    with ALREADY_EXISTS.
     """
     UpdateExecutionState: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]
     """Internal. Moves an execution to a new state and records its progress and outputs.
@@ -79,7 +81,11 @@ class RegistryServiceStub:
     """Returns a running computing unit the calling user may submit to: the
     named one (owned by or shared with the user; any other answers
     NOT_FOUND), or the user's default unit, created on first use. A stopped
-    unit is started again and the call waits for it within its deadline.
+    unit is started again and the call waits for it within its deadline. A
+    unit whose registration says its workers are not confined
+    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
     """
     IssueExecutionToken: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]
     """Internal, for units only. Issues the token an execution's Spark tasks
@@ -109,10 +115,12 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     BindExecution: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]  # type: ignore[assignment]
     """Internal. Records that an execution writes into a warehouse. Called by
     the computing unit itself on behalf of the submitting user, who must be
-    allowed to use the unit (owner or shared with) and own the warehouse or
-    hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
-    execution_id: binding an id again to the same warehouse returns the
-    existing record; to another warehouse it fails with ALREADY_EXISTS.
+    allowed to use the unit (owner or shared with; one it was shared with
+    only if the unit's workers are confined, see AcquireComputingUnit) and
+    own the warehouse or hold WAREHOUSE_ROLE_WRITER on it, which must be
+    active. Idempotent on execution_id: binding an id again to the same
+    warehouse returns the existing record; to another warehouse it fails
+    with ALREADY_EXISTS.
     """
     UpdateExecutionState: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateExecutionStateRequest, _registry_service_pb2.UpdateExecutionStateResponse]  # type: ignore[assignment]
     """Internal. Moves an execution to a new state and records its progress and outputs.
@@ -145,7 +153,11 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Returns a running computing unit the calling user may submit to: the
     named one (owned by or shared with the user; any other answers
     NOT_FOUND), or the user's default unit, created on first use. A stopped
-    unit is started again and the call waits for it within its deadline.
+    unit is started again and the call waits for it within its deadline. A
+    unit whose registration says its workers are not confined
+    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
     """
     IssueExecutionToken: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]  # type: ignore[assignment]
     """Internal, for units only. Issues the token an execution's Spark tasks
@@ -178,10 +190,12 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.BindExecutionResponse, _abc.Awaitable[_registry_service_pb2.BindExecutionResponse]]:
         """Internal. Records that an execution writes into a warehouse. Called by
         the computing unit itself on behalf of the submitting user, who must be
-        allowed to use the unit (owner or shared with) and own the warehouse or
-        hold WAREHOUSE_ROLE_WRITER on it, which must be active. Idempotent on
-        execution_id: binding an id again to the same warehouse returns the
-        existing record; to another warehouse it fails with ALREADY_EXISTS.
+        allowed to use the unit (owner or shared with; one it was shared with
+        only if the unit's workers are confined, see AcquireComputingUnit) and
+        own the warehouse or hold WAREHOUSE_ROLE_WRITER on it, which must be
+        active. Idempotent on execution_id: binding an id again to the same
+        warehouse returns the existing record; to another warehouse it fails
+        with ALREADY_EXISTS.
         """
 
     @_abc_1.abstractmethod
@@ -262,7 +276,11 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Returns a running computing unit the calling user may submit to: the
         named one (owned by or shared with the user; any other answers
         NOT_FOUND), or the user's default unit, created on first use. A stopped
-        unit is started again and the call waits for it within its deadline.
+        unit is started again and the call waits for it within its deadline. A
+        unit whose registration says its workers are not confined
+        (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+        owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+        registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,251 @@
+"""A task of users' code in Linux namespaces of its own: it sees no process but its own, no
+file of the unit's, and holds no privilege.
+
+pyspark's daemon forks one worker process per task (workers are never reused). That process
+(the keeper) enters new user, mount, PID and IPC namespaces and forks the process that runs the
+task (the runner), the first of its PID namespace. The runner, before any of users' code runs:
+
+- mounts a /proc of its own PID namespace: the unit's driver, its JVM, the daemon and every
+  other task are not there to read (their memory, environment, command line, open files);
+- covers the unit's home (its secrets, Spark's files of every execution, its temporary files),
+  the shared temporary folders and /dev/shm with empty file systems of its own;
+- gives up every capability (the new user namespace granted them) and the means to regain one
+  (no new privileges), and is not dumpable;
+- counts its processes alone against the process limit (RLIMIT_NPROC is counted per user
+  namespace), so that a fork bomb exhausts its own namespace, not the unit.
+
+The runner's outer user is the keeper's (the unit's, or the workers' own when the unit runs as
+root); inside, it keeps the same ids. When the runner ends, the kernel ends every process left
+in its namespace; when the keeper is killed (Spark cancels the task), the runner gets SIGKILL.
+
+Linux only, and only where unprivileged user namespaces are allowed: ``available()`` tells.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_NOEXEC = 0x8
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_LAST_CAPABILITY = 63
+
+#: What a task runs: the interpreter, the packages and the unit's code (never covered).
+_NEEDED = (sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(__file__)))
+#: Folders every user of the machine shares, covered too.
+_SHARED = ("/tmp", "/dev/shm")  # noqa: S108 - covered, never written
+_LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+class SandboxError(OSError):
+    """A step of entering the sandbox failed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What a task's runner covers up, and how much room its own temporary files get."""
+
+    #: The task's home, in a covered folder: HOME, and TMPDIR below it.
+    home: str
+    #: Folders covered with an empty file system, the home in one of them.
+    hidden: tuple[str, ...]
+    #: Size of each covering file system (tmpfs pages count as the runner's memory).
+    scratch_bytes: int
+    #: Processes and threads the task may have at once.
+    processes: int
+
+    @classmethod
+    def for_unit(cls, home: str, scratch_bytes: int, processes: int) -> Sandbox:
+        """Covers the unit's home and temporary folders and the folders every user of the
+        machine shares, but for those that hold what the task runs (a unit started by hand
+        may have its interpreter in its home); the task's home is the unit's if covered by a
+        file system of its own, else the covered /tmp."""
+        folders = [home, os.environ.get("TMPDIR", ""), *_spark_dirs(), *_SHARED]
+        needed = [os.path.realpath(p) for p in _NEEDED]
+        hidden = tuple(
+            folder
+            for folder in _outermost(folders)
+            if not any(_within(path, folder) for path in needed)
+        )
+        home = os.path.realpath(home) if home else ""
+        if home not in hidden:  # not made again within a covered folder: nothing to list
+            home = next((f for f in hidden if f == os.path.realpath(_SHARED[0])), "")
+        return cls(home, hidden, scratch_bytes, processes)
+
+    def run_task(self, handed_over: Callable[[], None] = lambda: None) -> int | None:
+        """Called in the keeper: enters the namespaces and forks the runner. Returns None in
+        the runner, which goes on to run the task; in the keeper, calls handed_over (to close
+        what the runner alone should hold), waits for the runner and returns its exit status."""
+        uid, gid = os.geteuid(), os.getegid()  # unmapped until _map_ids: read them now
+        _check(
+            _LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare"
+        )
+        # A process that changed its user (the workers' own, under a unit run as root) is not
+        # dumpable, and then may not write its own maps; the runner is made undumpable again.
+        _check(_LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(dumpable)")
+        _map_ids(uid, gid)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the daemon's SIG_IGN reaps on its own
+        # Open while the keeper lives: the runner's parent lies outside its PID namespace, so
+        # only this pipe tells it whether the keeper died before its death signal was set.
+        alive, keeping = os.pipe()
+        runner = os.fork()
+        if runner == 0:
+            os.close(keeping)
+            _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+            os.set_blocking(alive, False)
+            try:
+                if os.read(alive, 1) == b"":
+                    os._exit(1)
+            except BlockingIOError:
+                pass  # nothing to read, and the write end still open: the keeper lives
+            os.close(alive)
+            self._enter()
+            return None
+        os.close(alive)
+        handed_over()
+        _, status = os.waitpid(runner, 0)
+        os.close(keeping)
+        return os.waitstatus_to_exitcode(status)
+
+    def _enter(self) -> None:
+        """The runner's confinement, in this order: mounts need the capabilities it then drops."""
+        _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        for folder in self.hidden:
+            _mount(
+                "tmpfs",
+                folder,
+                "tmpfs",
+                _MS_NOSUID | _MS_NODEV,
+                f"size={self.scratch_bytes},mode=0700",
+            )
+        if self.home:
+            temporary = os.path.join(self.home, "tmp")
+            os.makedirs(temporary, exist_ok=True)
+            os.environ["HOME"], os.environ["TMPDIR"] = self.home, temporary
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.processes, self.processes))
+        _drop_capabilities()
+        _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no new privileges)")
+        _check(_LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(not dumpable)")
+
+
+def _spark_dirs() -> list[str]:
+    return [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def _outermost(folders: Iterable[str]) -> tuple[str, ...]:
+    """The folders that exist, resolved, without those within another of them (covering the
+    outer one covers them too)."""
+    found = {os.path.realpath(f) for f in folders if f and os.path.isdir(f)}
+    return tuple(
+        sorted(f for f in found if not any(f.startswith(other + os.sep) for other in found))
+    )
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise SandboxError(number, f"{what}: {os.strerror(number)}")
+
+
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    _check(
+        _LIBC.mount(
+            source.encode(),
+            target.encode(),
+            kind.encode() if kind else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    """Inside the new user namespace, the ids the process had outside (the only ones an
+    unprivileged process may map). Each map is written in one write(2), as the kernel wants."""
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    ):
+        descriptor = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(descriptor, text.encode())
+        finally:
+            os.close(descriptor)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _drop_capabilities() -> None:
+    """Empties the bounding, effective, permitted and inheritable sets."""
+    for capability in range(_LAST_CAPABILITY + 1):
+        if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            _check(-1, "prctl(drop capability)")  # EINVAL (22): no such capability
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    empty = (_CapData * 2)()
+    _check(_LIBC.capset(ctypes.byref(header), empty), "capset")
+
+
+def available() -> str | None:
+    """None when tasks can be sandboxed here (tried in a child process); else why not."""
+    if _LIBC is None:
+        return f"sandboxing needs Linux, not {sys.platform}"
+    probe = subprocess.run(
+        [sys.executable, "-m", __name__],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if probe.returncode == 0:
+        return None
+    lines = (probe.stderr.strip() or f"exit status {probe.returncode}").splitlines()
+    return lines[-1]
+
+
+def _probe() -> None:
+    """Sandboxes a no-op task, as a keeper would; exits 0 when the runner got that far."""
+    status = Sandbox.for_unit(os.environ.get("HOME", ""), 1024 * 1024, 16).run_task()
+    if status is None:
+        with open("/proc/1/comm") as comm:  # the runner is the first of its namespace
+            os._exit(0 if os.getpid() == 1 and comm.read() else 3)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    _probe()

@@ -1,0 +1,214 @@
+"""Users' code that looks for what it should not have, on a shared unit and on its owner's.
+
+A guest's function scans everything its task can reach while the unit's owner runs an
+execution on the same unit: every process it can see (/proc/*/environ, cmdline, open files and
+memory), its own interpreter's heap, the unit's home, and every listening loopback port, as a
+py4j client would drive the JVM. The owner then runs the same scan on their own unit. Neither
+finds a process but its own, a file of the unit's, a token of anyone else, or a JVM that
+answers; the owner's execution succeeds with its exact rows. A fork bomb fails its own
+execution alone, with RESOURCE_LIMIT, and the unit goes on serving.
+
+Run where the kernel allows unprivileged user namespaces (the unit sandboxes its tasks);
+skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import pytest
+
+from cu_service import sandbox
+from embedded_stack.stack import Stack
+from tests.integration.catalog_client import rest_catalog
+from tests.integration.executions import (
+    SHARED_UNIT_OWNER,
+    UnitClient,
+    bucket_keys,
+    new_user,
+    udf_workflow,
+    unit_as,
+    workflow,
+)
+from tests.integration.mesh import create_warehouse, user
+from texera.lake.v1 import execution_pb2
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(sandbox.available() is not None, reason="no user namespaces here"),
+]
+
+#: The scan, as a user's function: one row of what it found.
+SCAN = r'''
+import os, re, socket, stat
+import pyarrow as pa
+
+JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+
+def memory_of(pid):
+    found = []
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        with open(f"/proc/{pid}/mem", "rb", 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if not perms.startswith("rw"):
+                    continue
+                start, end = (int(x, 16) for x in span.split("-"))
+                if end - start > 256 << 20:
+                    continue
+                try:
+                    mem.seek(start)
+                    found += JWT.findall(mem.read(end - start))
+                except (OSError, ValueError, OverflowError):
+                    pass
+    except OSError:
+        pass
+    return found
+
+def files_of(pid):
+    found = []
+    for name in ("environ", "cmdline"):
+        try:
+            found += JWT.findall(open(f"/proc/{pid}/{name}", "rb").read())
+        except OSError:
+            pass
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not stat.S_ISREG(os.stat(f"/proc/{pid}/fd/{fd}").st_mode):
+                    continue  # a pipe or socket would block, and holds no file's content
+                with open(f"/proc/{pid}/fd/{fd}", "rb") as f:
+                    found += JWT.findall(f.read(1 << 20))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return found
+
+def listening_ports():
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            if state == "0A":
+                ports.add(int(local.split(":")[1], 16))
+    return sorted(ports)
+
+def drives_the_jvm(port):
+    """A py4j call without the gateway's secret: the answer of a JVM that obeys starts !y."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.settimeout(1)
+            s.sendall(b"r\nu\njava.lang.System\nrj\ne\n")
+            return s.recv(64).startswith(b"!y")
+    except OSError:
+        return False
+
+def process(batches):
+    for _ in batches:
+        pass
+    pids = sorted(p for p in os.listdir("/proc") if p.isdigit())
+    tokens = set()
+    for pid in pids:
+        tokens.update(memory_of(pid) + files_of(pid))
+    home = os.environ.get("HOME", "/")
+    ports = listening_ports()
+    yield pa.RecordBatch.from_pydict({
+        "pid": [os.getpid()],
+        "pids": [",".join(pids)],
+        "home": [",".join(sorted(os.listdir(home)))],
+        "tokens": ["\n".join(sorted(t.decode() for t in tokens))],
+        "ports": [len(ports)],
+        "driven": [any(drives_the_jvm(p) for p in ports)],
+    })
+'''
+SCAN_COLUMNS = [
+    ("pid", "bigint"),
+    ("pids", "string"),
+    ("home", "string"),
+    ("tokens", "string"),
+    ("ports", "bigint"),
+    ("driven", "boolean"),
+]
+FORK_BOMB = "import os\ndef process(batches):\n    while True:\n        os.fork()\n    yield\n"
+
+
+def claims(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * -len(payload)))
+    return decoded
+
+
+def scanned(client: UnitClient, warehouse_id: str, stack: Stack) -> dict[str, Any]:
+    flow = udf_workflow("scan", SCAN, SCAN_COLUMNS)
+    ended = client.finish(client.submit(warehouse_id, flow).execution_id, timeout=600)
+    assert ended.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, ended.error
+    [output] = ended.outputs
+    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    [row] = catalog.load_table((output.namespace, output.table_name)).scan().to_arrow().to_pylist()
+    return {**row, "execution_id": ended.execution_id}
+
+
+def assert_found_nothing_of_others(row: dict[str, Any], user_id: str) -> None:
+    assert row["pid"] == 1, "the task is the first process of its own namespace"
+    assert row["pids"] == "1", "the task sees no process but its own"
+    assert row["home"] in ("", "tmp"), "the unit's home is not the task's to read"
+    assert row["ports"] > 0, "the scan saw the loopback listeners, the JVM's among them"
+    assert row["driven"] is False
+    for token in filter(None, row["tokens"].split("\n")):
+        held = claims(token)
+        assert "UNIT" not in json.dumps(held).upper(), held
+        assert user_id in json.dumps(held) or row["execution_id"] in json.dumps(held), held
+
+
+def owner_of_the_shared_unit(stack: Stack) -> tuple[UnitClient, str, str]:
+    grant = stack.provision_bucket("unit-owner")
+    warehouse = create_warehouse(user(stack, SHARED_UNIT_OWNER), grant)
+    return unit_as(stack, SHARED_UNIT_OWNER), warehouse.warehouse_id, grant.bucket
+
+
+@pytest.mark.timeout(900)
+def test_a_guests_code_finds_nothing_of_the_owner_nor_of_the_unit(stack: Stack) -> None:
+    owner, owner_warehouse, _ = owner_of_the_shared_unit(stack)
+    guest, guest_warehouse, _ = new_user(stack, "mallory")
+    slow = (
+        "import time\ndef process(batches):\n"
+        "    for batch in batches:\n        time.sleep(4)\n        yield batch\n"
+    )
+    writing = udf_workflow("slow", slow, [("id", "bigint")], end=5000, partitions=2)
+    owners = owner.submit(owner_warehouse, writing).execution_id
+    owner.wait_for_state(owners, execution_pb2.EXECUTION_STATE_RUNNING)
+
+    assert_found_nothing_of_others(scanned(guest, guest_warehouse, stack), guest.user_id)
+
+    ended = owner.finish(owners, timeout=600)
+    assert ended.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, ended.error
+    [output] = ended.outputs
+    catalog = rest_catalog(stack, f"texera-{owner_warehouse}")
+    rows = catalog.load_table((output.namespace, output.table_name)).scan().to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == list(range(5000))
+
+    assert_found_nothing_of_others(scanned(owner, owner_warehouse, stack), SHARED_UNIT_OWNER)
+
+
+@pytest.mark.timeout(600)
+def test_a_fork_bomb_fails_its_execution_alone(stack: Stack) -> None:
+    bomber, warehouse_id, grant = new_user(stack, "bomber")
+    bomb = udf_workflow("bomb", FORK_BOMB, [("id", "bigint")])
+    ended = bomber.finish(bomber.submit(warehouse_id, bomb).execution_id, timeout=600)
+    assert ended.state == execution_pb2.EXECUTION_STATE_FAILED
+    assert ended.error.reason == "RESOURCE_LIMIT", ended.error
+    assert re.search(r"process limit of \d+", ended.error.message), ended.error.message
+    assert not [k for k in bucket_keys(stack, grant.bucket) if "/results/" in k]
+
+    after = workflow([{"operator_id": "n", "range_source": {"end": 3}, "materialize": True}])
+    again = bomber.finish(bomber.submit(warehouse_id, after).execution_id, timeout=600)
+    assert again.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, again.error
