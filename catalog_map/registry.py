@@ -15,7 +15,7 @@ from typing import TypeVar
 import grpc
 
 from service_runtime.errors import ServiceError
-from service_runtime.propagation import service_channel
+from service_runtime.propagation import Credential, service_channel
 from service_runtime.repeat import repeat_while_unavailable
 from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
@@ -31,7 +31,7 @@ class RegistryReader:
         target: str,
         timeout_seconds: float = 30.0,
         *,
-        credential: str | None = None,
+        credential: Credential | None = None,
         tls: MeshClientTls | None = None,
     ) -> None:
         self._timeout = timeout_seconds

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from catalog_map.settings import new_catalog_map
 from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
-from cu_service.registry import RegistryClient
+from cu_service.registry import RegistryClient, UnitCredential
 from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark, worker_confinement
@@ -48,10 +48,10 @@ def build() -> ServiceProcess:
         confinement.append(worker_confinement(settings))
         sessions.append(start_spark(settings, confinement[0]))
 
+    credential = UnitCredential(settings.credential)
+
     def new_registry() -> RegistryClient:
-        return RegistryClient(
-            settings.registry, settings.computing_unit_id, settings.credential, tls=tls
-        )
+        return RegistryClient(settings.registry, settings.computing_unit_id, credential, tls=tls)
 
     async def start() -> None:
         [spark] = sessions

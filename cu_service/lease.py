@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable
 
@@ -122,6 +124,12 @@ class HeartbeatThread:
         try:
             await registry.heartbeat(running, queued)
         except ServiceError as exc:
+            if exc.code == grpc.StatusCode.UNAUTHENTICATED:
+                # Revoked (this launch ended: the unit was restarted elsewhere, stopped or
+                # deleted) or expired: nothing this process does can be trusted again.
+                log.error("the registry refuses this unit's credential: the unit stops")
+                os.kill(os.getpid(), signal.SIGTERM)
+                return None
             if exc.code != grpc.StatusCode.NOT_FOUND:
                 log.warning("heartbeat failed", extra={"code": exc.code.name})
                 return None

@@ -22,19 +22,24 @@ SUPPORTED = "4."
 
 
 def run_workers_in(sandbox: Sandbox) -> None:
-    """Every task the daemon's workers serve from now on runs in its own sandbox: the worker
-    (which the JVM knows by its process id) keeps the sandbox, whose first process runs the
-    task. A sandbox that cannot be entered fails the task, never runs it outside."""
+    """Every task the daemon's workers serve from now on runs in a sandbox of its own: the
+    worker (which the JVM knows by its process id, and may reuse) keeps the sandbox, and a
+    fresh process forked from it runs each task, then ends. A sandbox that cannot be entered
+    fails the task, never runs it outside."""
     serve: Callable[[socket.socket, bool], int] = daemon.worker
 
     def sandboxed(sock: socket.socket, authenticated: bool) -> int:
         try:
-            status = sandbox.run_task(handed_over=sock.close)
+            status = sandbox.run_task()
         except BaseException:
             traceback.print_exc()
             os._exit(1)
-        if status is not None:  # the keeper, once the task's process ended
-            os._exit(0 if status == 0 else 1)
-        return serve(sock, authenticated)
+        if status is None:  # the task's own process: one task, then it ends
+            os._exit(serve(sock, authenticated))
+        if status != 0:
+            # The task's process failed or was killed midway: end the worker too, so that the
+            # JVM sees its connection close instead of waiting for the rest of the answer.
+            os._exit(1)
+        return 0
 
     daemon.worker = sandboxed

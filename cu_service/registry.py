@@ -1,6 +1,8 @@
 """The computing unit's calls to the warehouse registry.
 
-Every call carries the unit's own credential, which the registry issued to it.
+Every call carries the unit's own credential, which the registry issued to it: the one the
+unit was launched with, then each fresh one the registry hands it with a registration or a
+heartbeat (credentials live minutes).
 Calls made while serving a user's call (resolve, bind) also carry that user's
 token, minted for this unit alone, so the registry checks the user's rights as
 well as the unit's (see service_runtime.propagation).
@@ -18,18 +20,35 @@ from texera.lake.v1 import execution_pb2
 rs = registry_service_pb2
 
 
+class UnitCredential:
+    """The unit's current credential, shared by its registry clients (the heartbeats' thread
+    renews what the executions' calls use)."""
+
+    def __init__(self, launched_with: str) -> None:
+        self._current = launched_with
+
+    def __call__(self) -> str:
+        return self._current
+
+    def renew(self, credential: str) -> None:
+        """Takes a fresh credential from the registry (none: keeps the current one)."""
+        if credential:
+            self._current = credential
+
+
 class RegistryClient(RegistryReader):
     def __init__(
         self,
         target: str,
         unit_id: str,
-        credential: str,
+        credential: UnitCredential,
         timeout_seconds: float = 30.0,
         *,
         tls: MeshClientTls | None = None,
     ) -> None:
         super().__init__(target, timeout_seconds, credential=credential, tls=tls)
         self.unit_id = unit_id
+        self._credential = credential
 
     # For the calling user ---------------------------------------------------------
 
@@ -69,17 +88,21 @@ class RegistryClient(RegistryReader):
             capacity=capacity,
             workers_confined=workers_confined,
         )
-        return await self._call(
+        response = await self._call(
             lambda: self._stub.RegisterComputingUnit(request, timeout=self._timeout)
         )
+        self._credential.renew(response.credential)
+        return response
 
     async def heartbeat(self, running: int, queued: int) -> rs.HeartbeatComputingUnitResponse:
         request = rs.HeartbeatComputingUnitRequest(
             computing_unit_id=self.unit_id, running_executions=running, queued_executions=queued
         )
-        return await self._call(
+        response = await self._call(
             lambda: self._stub.HeartbeatComputingUnit(request, timeout=self._timeout)
         )
+        self._credential.renew(response.credential)
+        return response
 
     async def issue_execution_token(
         self, execution_id: str, lifetime_seconds: float

@@ -1,9 +1,11 @@
 """A task of users' code in Linux namespaces of its own: it sees no process but its own, no
 file of the unit's, and holds no privilege.
 
-pyspark's daemon forks one worker process per task (workers are never reused). That process
-(the keeper) enters new user, mount, PID and IPC namespaces and forks the process that runs the
-task (the runner), the first of its PID namespace. The runner, before any of users' code runs:
+pyspark's daemon forks the Python workers the JVM talks to. Such a worker (the keeper) never
+runs users' code itself: for every task it forks the process that runs the task (the runner),
+the first of a new PID namespace, in new mount and IPC namespaces, and waits for it to end.
+Each task thus starts from a fresh copy of the keeper, whatever tasks the keeper served
+before. The runner, before any of users' code runs:
 
 - mounts a /proc of its own PID namespace: the unit's driver, its JVM, the daemon and every
   other task are not there to read (their memory, environment, command line, open files);
@@ -14,9 +16,10 @@ task (the runner), the first of its PID namespace. The runner, before any of use
 - counts its processes alone against the process limit (RLIMIT_NPROC is counted per user
   namespace), so that a fork bomb exhausts its own namespace, not the unit.
 
-The runner's outer user is the keeper's (the unit's, or the workers' own when the unit runs as
-root); inside, it keeps the same ids. When the runner ends, the kernel ends every process left
-in its namespace; when the keeper is killed (Spark cancels the task), the runner gets SIGKILL.
+The keeper has a user namespace of its own, entered before its first task; the runner's outer
+user is the keeper's (the unit's, or the workers' own when the unit runs as root), with the
+same ids inside. When the runner ends, the kernel ends every process left in its namespace;
+when the keeper is killed (Spark cancels the task), the runner gets SIGKILL.
 
 Linux only, and only where unprivileged user namespaces are allowed: ``available()`` tells.
 """
@@ -29,7 +32,7 @@ import resource
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +50,7 @@ _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_SYS_CLONE3 = 435  # the same number on every architecture
 _LAST_CAPABILITY = 63
 
 #: What a task runs: the interpreter, the packages and the unit's code (never covered).
@@ -54,6 +58,10 @@ _NEEDED = (sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(__file__
 #: Folders every user of the machine shares, covered too.
 _SHARED = ("/tmp", "/dev/shm")  # noqa: S108 - covered, never written
 _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_PYTHON: Any = ctypes.pythonapi
+#: The user namespace of the process that imported this module (pyspark's daemon, before it
+#: forks any keeper); a keeper still in it has not entered its own yet.
+_DAEMONS_USER_NAMESPACE = os.readlink("/proc/self/ns/user") if _LIBC is not None else ""
 
 
 class SandboxError(OSError):
@@ -91,23 +99,21 @@ class Sandbox:
             home = next((f for f in hidden if f == os.path.realpath(_SHARED[0])), "")
         return cls(home, hidden, scratch_bytes, processes)
 
-    def run_task(self, handed_over: Callable[[], None] = lambda: None) -> int | None:
-        """Called in the keeper: enters the namespaces and forks the runner. Returns None in
-        the runner, which goes on to run the task; in the keeper, calls handed_over (to close
-        what the runner alone should hold), waits for the runner and returns its exit status."""
-        uid, gid = os.geteuid(), os.getegid()  # unmapped until _map_ids: read them now
-        _check(
-            _LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare"
-        )
-        # A process that changed its user (the workers' own, under a unit run as root) is not
-        # dumpable, and then may not write its own maps; the runner is made undumpable again.
-        _check(_LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(dumpable)")
-        _map_ids(uid, gid)
+    def run_task(self) -> int | None:
+        """Called in the keeper for each task: forks the runner, the first process of a new
+        PID namespace. Returns None in the runner, which goes on to run the task; in the
+        keeper, waits for the runner and returns its exit status.
+
+        The keeper enters a user namespace of its own before its first task, and keeps it: a
+        new PID namespace, each task's, is then made without deepening any nesting, and the
+        keeper (which never runs users' code) serves task after task."""
+        if _user_namespace() == _DAEMONS_USER_NAMESPACE:
+            _enter_user_namespace()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the daemon's SIG_IGN reaps on its own
         # Open while the keeper lives: the runner's parent lies outside its PID namespace, so
         # only this pipe tells it whether the keeper died before its death signal was set.
         alive, keeping = os.pipe()
-        runner = os.fork()
+        runner = _fork_into_new_pid_namespace()
         if runner == 0:
             os.close(keeping)
             _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
@@ -121,13 +127,13 @@ class Sandbox:
             self._enter()
             return None
         os.close(alive)
-        handed_over()
         _, status = os.waitpid(runner, 0)
         os.close(keeping)
         return os.waitstatus_to_exitcode(status)
 
     def _enter(self) -> None:
         """The runner's confinement, in this order: mounts need the capabilities it then drops."""
+        _check(_LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWIPC), "unshare(mount and IPC namespaces)")
         _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
         _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         for folder in self.hidden:
@@ -182,6 +188,59 @@ def _mount(source: str, target: str, kind: str | None, flags: int, data: str | N
         ),
         f"mount {target}",
     )
+
+
+class _CloneArgs(ctypes.Structure):
+    """struct clone_args of clone3(2)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
+
+
+def _fork_into_new_pid_namespace() -> int:
+    """fork(), the child the first process of a new PID namespace: 0 in the child, its process
+    id in the parent. clone3(2), not unshare(2): a process may unshare its children's PID
+    namespace once only, and a keeper makes one for every task. Python is told of the fork as
+    os.fork() would tell it."""
+    arguments = _CloneArgs(flags=_CLONE_NEWPID, exit_signal=signal.SIGCHLD)
+    _PYTHON.PyOS_BeforeFork()
+    child = _LIBC.syscall(_SYS_CLONE3, ctypes.byref(arguments), ctypes.sizeof(arguments))
+    number = ctypes.get_errno()
+    if child == 0:
+        _PYTHON.PyOS_AfterFork_Child()
+        return 0
+    _PYTHON.PyOS_AfterFork_Parent()
+    if child < 0:
+        raise SandboxError(number, f"clone3(PID namespace): {os.strerror(number)}")
+    return int(child)
+
+
+def _user_namespace() -> str:
+    return os.readlink("/proc/self/ns/user")
+
+
+def _enter_user_namespace() -> None:
+    """A user namespace of the keeper's own, mapping the ids it has outside to the same ids."""
+    uid, gid = os.geteuid(), os.getegid()  # unmapped until _map_ids: read them now
+    _check(_LIBC.unshare(_CLONE_NEWUSER), "unshare(user namespace)")
+    # A process that changed its user (the workers' own, under a unit run as root) is not
+    # dumpable, and then may not write its own maps; the runner is made undumpable again.
+    _check(_LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(dumpable)")
+    _map_ids(uid, gid)
 
 
 def _map_ids(uid: int, gid: int) -> None:

@@ -129,8 +129,9 @@ def start_spark(
         .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        # A worker per task: nothing a task leaves in a worker reaches the next task.
-        .config("spark.python.worker.reuse", "false")
+        # Workers are kept for the next task; in a sandboxed unit each task runs in a process
+        # forked for it alone (cu_service.sandbox), so nothing one task leaves reaches the next.
+        .config("spark.python.worker.reuse", "true")
         # Shuffle and spill files are encrypted with a key of the JVM's, and broadcasts reach
         # Python workers through a socket, not a file: a task needs none of Spark's files.
         .config("spark.io.encryption.enabled", "true")

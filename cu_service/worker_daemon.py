@@ -1,12 +1,12 @@
 """Spark's Python daemon for this unit, confined (``spark.python.daemon.module``).
 
-The JVM starts it once; it forks a Python worker for every task (users' functions and the
-writer's tasks; workers are never reused, so nothing one task leaves in a worker's memory
-reaches another). The workers inherit what it sets before handing over to pyspark's own
+The JVM starts it once; it forks the Python workers that run tasks (users' functions and the
+writer's tasks). The workers inherit what it sets before handing over to pyspark's own
 daemon: resource limits (address space, open files) and, when the unit runs as root, an
-unprivileged OS user of their own. Where the unit sandboxes tasks (cu_service.sandbox), each
-worker runs its task in namespaces of its own: it sees no other process, none of the unit's
-files, and its processes count against the process limit alone. A user's function then cannot
+unprivileged OS user of their own. Where the unit sandboxes tasks (cu_service.sandbox), a
+worker runs each task in a process and namespaces of the task's own: it sees no other
+process, none of the unit's files, nothing an earlier task left, and its processes count
+against the process limit apart. A user's function then cannot
 read the unit's or another task's memory or files, signal or trace them, or take the
 machine's memory: an allocation over the limit fails in the worker.
 

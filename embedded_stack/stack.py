@@ -19,6 +19,7 @@ computing units, running as users of their own, cannot read it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
@@ -277,8 +279,22 @@ class Stack:
         return self.internal_token(user_id, unit_audience(unit_id))
 
     def unit_credential(self, unit_id: str) -> str:
-        """The credential the registry would issue to computing unit unit_id."""
-        return UnitCredentials(self.secrets.registry_key).issue(unit_id, "stack")
+        """The credential the registry would issue to computing unit unit_id now: of its
+        current launch, as its row says (a unit without one gets a credential the registry
+        refuses)."""
+
+        async def generation() -> str:
+            connection = await asyncpg.connect(self.database_url)
+            try:
+                current = await connection.fetchval(
+                    "SELECT credential_generation FROM units WHERE unit_id = $1", unit_id
+                )
+            finally:
+                await connection.close()
+            return str(current or "")
+
+        issuer = UnitCredentials(self.secrets.registry_key)
+        return issuer.issue(unit_id, "stack", asyncio.run(generation()))
 
     def provision_bucket(self, owner: str) -> BucketGrant:
         """A new bucket with its own access key, usable by nothing else: what a user brings."""

@@ -80,12 +80,17 @@ def beyond_the_call(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
     return asyncio.create_task(run())
 
 
+#: A service's own credential: fixed, or asked for anew at each call (one that is renewed).
+Credential = str | Callable[[], str]
+
+
 def _with_context(
-    details: grpc.aio.ClientCallDetails, credential: str | None
+    details: grpc.aio.ClientCallDetails, credential: Credential | None
 ) -> grpc.aio.ClientCallDetails:
     explicit = list(details.metadata or ())
     present = {key for key, _ in explicit}
-    inherited = [(key, value) for key, value in context_metadata(credential) if key not in present]
+    current = credential() if callable(credential) else credential
+    inherited = [(key, value) for key, value in context_metadata(current) if key not in present]
     return grpc.aio.ClientCallDetails(
         method=details.method,
         timeout=remaining_time(details.timeout),
@@ -99,7 +104,7 @@ class _ContextInterceptor(
     grpc.aio.UnaryUnaryClientInterceptor,
     grpc.aio.UnaryStreamClientInterceptor,
 ):
-    def __init__(self, credential: str | None) -> None:
+    def __init__(self, credential: Credential | None) -> None:
         self._credential = credential
 
     async def intercept_unary_unary(
@@ -123,12 +128,12 @@ def service_channel(
     target: str,
     options: Sequence[tuple[str, Any]] = (),
     *,
-    credential: str | None = None,
+    credential: Credential | None = None,
     tls: MeshClientTls | None = None,
 ) -> grpc.aio.Channel:
     """A channel to another service of the mesh that propagates the call context, over TLS
-    with tls (else plaintext); with a credential, calls are made with it (see
-    context_metadata)."""
+    with tls (else plaintext); with a credential, calls are made with it, as it is at each
+    call (see context_metadata)."""
     return mesh_channel(
         target,
         tls,

@@ -9,9 +9,11 @@ import os
 from functools import partial
 
 from service_runtime.endpoint_guard import EndpointGuard
+from service_runtime.interceptors import PUBLIC_SERVICES
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules
+from service_runtime.tls.peers import CallCheck
 from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse
 from warehouse_service.catalog_modes import CatalogMode
@@ -29,6 +31,7 @@ from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.unit_launches import UnitLaunches
 from warehouse_service.unit_port import unit_port, unit_trust
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.usage_meter import UsageMeter
@@ -42,6 +45,8 @@ def build() -> ServiceProcess:
         settings.database_url, settings.database_pool_size, ssl_context=settings.database_ssl()
     )
     catalog = settings.catalog_client()
+    credentials = UnitCredentials(settings.signing_key, settings.unit_credential_seconds)
+    launches = UnitLaunches(db)
     supervisor = UnitSupervisor(
         db,
         launcher_named(
@@ -50,7 +55,8 @@ def build() -> ServiceProcess:
             host=settings.host,
             advertised_host=settings.unit_advertised_host,
         ),
-        credentials=UnitCredentials(settings.signing_key),
+        credentials=credentials,
+        launches=launches,
         settings=unit_settings(os.environ),
         shared_secrets={
             **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
@@ -153,6 +159,7 @@ def build() -> ServiceProcess:
         lease_seconds=settings.lease_seconds,
         supervisor=supervisor,
         tokens=ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
+        unit_credentials=credentials,
         mode=settings.mode,
     )
     authenticator = mesh_authenticator(
@@ -172,8 +179,11 @@ def build() -> ServiceProcess:
         ],
         on_start=start,
         on_stop=stop,
-        extra_interceptors=caller_rules(settings, REGISTRY_RULES),
-        companions=unit_port(settings, ledger, authenticator),
+        extra_interceptors=[
+            *caller_rules(settings, REGISTRY_RULES),
+            CallCheck(launches.check, PUBLIC_SERVICES),
+        ],
+        companions=unit_port(settings, ledger, authenticator, launches),
     )
 
 

@@ -52,6 +52,8 @@ from warehouse_service.catalog_client import CatalogClient, CatalogError, Catalo
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role
+from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.unit_launches import GENERATION_CLAIM
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
@@ -124,10 +126,12 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         lease_seconds: float,
         supervisor: UnitSupervisor,
         tokens: execution_tokens.ExecutionTokens,
+        unit_credentials: UnitCredentials,
         mode: CatalogMode = CatalogMode.PER_USER,
     ) -> None:
         self._db = db
         self._tokens = tokens
+        self._unit_credentials = unit_credentials
         self._mode = mode
         self._catalog = catalog
         self._supervisor = supervisor
@@ -553,6 +557,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         violations.raise_if_any()
         _same_caller(identity, request.computing_unit_id)
         async with self._db.transaction() as connection:
+            await _check_launch_address(connection, request.computing_unit_id, request.endpoint)
             # A unit that registers again was restarted: what it ran is gone with its memory.
             lost = await connection.execute(
                 """
@@ -597,7 +602,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             },
         )
         response = registry_service_pb2.RegisterComputingUnitResponse(
-            registration=records.registration(present(row))
+            registration=records.registration(present(row)), credential=self._renewed(identity)
         )
         response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
         return response
@@ -632,7 +637,14 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         if row is None:
             raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
         return registry_service_pb2.HeartbeatComputingUnitResponse(
-            registration=records.registration(row)
+            registration=records.registration(row), credential=self._renewed(identity)
+        )
+
+    def _renewed(self, unit: Identity) -> str:
+        """A fresh credential for the unit, of the same launch as the one it called with (the
+        call's check made sure that launch is the current one)."""
+        return self._unit_credentials.issue(
+            unit.user_id, unit.claims.get("owner", ""), unit.claims.get(GENERATION_CLAIM, "")
         )
 
     async def ListUnitRegistrations(
@@ -752,3 +764,18 @@ async def execution_with_warehouse(db: Database, execution_id: str) -> asyncpg.R
             execution_id,
         )
     return row
+
+
+async def _check_launch_address(connection: Connection, unit_id: str, endpoint: str) -> None:
+    """Refuses a registration at another address than the one the unit's launcher gave it: a
+    credential taken from a unit cannot move the unit's calls elsewhere."""
+    launched = await connection.fetchval(
+        "SELECT launch_address FROM units WHERE unit_id = $1", unit_id
+    )
+    if launched and launched != endpoint:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"computing unit {unit_id} was launched to serve at {launched}, not {endpoint}",
+            reason="UNIT_ENDPOINT_NOT_LAUNCHED",
+            metadata={"computing_unit_id": unit_id},
+        )

@@ -165,6 +165,15 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "A computing unit without a heartbeat for this long is lost; its unfinished executions fail.",
         scoped=True,
     )
+    unit_credential_seconds: float = setting(
+        "UNIT_CREDENTIAL_SECONDS",
+        600.0,
+        "How long a computing unit's credential lives. The unit gets a fresh one with every "
+        "registration and heartbeat; the first must outlast the unit's start, and each the "
+        "registry outages units should ride out. A credential of a launch that ended (the unit "
+        "restarted, stopped or was deleted) is refused at once, whatever its age.",
+        scoped=True,
+    )
     execution_token_max_seconds: float = setting(
         "EXECUTION_TOKEN_MAX_SECONDS",
         24 * 3600.0,
@@ -308,6 +317,11 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         self.require_secret_length("page_token_key")
         self.require("signing_key")
         self.require("registry_public_key")
+        if self.unit_credential_seconds < max(60.0, 4 * self.heartbeat_interval_seconds):
+            raise ConfigError(
+                f"{self.variable_of('unit_credential_seconds')} must be at least 60 s and four "
+                f"times {self.variable_of('heartbeat_interval_seconds')} (each heartbeat renews it)"
+            )
         if self.unit_port and not self.tls_require_client_certificate:
             raise ConfigError(
                 f"{self.variable_of('unit_port')} needs "

@@ -5,8 +5,8 @@ Each launch of a unit draws a new generation, kept on the unit's row and written
 credential issued for that launch (``generation`` claim). A restart draws another one, a stop
 or a deletion clears it: credentials of the earlier launch are refused from then on, wherever
 they are. The registry checks every call a unit's credential makes (alone or for a user),
-remembering each unit's generation for a moment (REMEMBER_SECONDS) so that a unit's calls cost
-no extra query each.
+remembering each unit's current generation for a moment (REMEMBER_SECONDS) so that a unit's
+calls cost no extra query each.
 """
 
 from __future__ import annotations
@@ -49,19 +49,24 @@ class UnitLaunches:
 
     def __init__(self, db: Database, remember_seconds: float = REMEMBER_SECONDS) -> None:
         self._db = db
-        self._remembered: TTLCache[str, str | None] = TTLCache(
+        self._remembered: TTLCache[str, str] = TTLCache(
             maxsize=100_000, ttl=remember_seconds, timer=time.monotonic
         )
 
-    async def current(self, unit_id: str) -> str | None:
-        """The generation of the unit's current launch; None when it has none (stopped,
-        deleted, or a unit no launcher started)."""
-        if unit_id not in self._remembered:
-            async with self._db.connection() as connection:
-                self._remembered[unit_id] = await connection.fetchval(
-                    "SELECT credential_generation FROM units WHERE unit_id = $1", unit_id
-                )
-        return self._remembered.get(unit_id)
+    async def is_current(self, unit_id: str, generation: str) -> bool:
+        """Whether generation is that of the unit's current launch. Only a match is
+        remembered: a launch that has just begun is never refused for what an earlier read
+        said."""
+        if generation and self._remembered.get(unit_id) == generation:
+            return True
+        async with self._db.connection() as connection:
+            current = await connection.fetchval(
+                "SELECT credential_generation FROM units WHERE unit_id = $1", unit_id
+            )
+        if current is None or current != generation:
+            return False
+        self._remembered[unit_id] = current
+        return True
 
     async def check(self, service: str, call: grpc.aio.ServicerContext[Any, Any]) -> None:
         """Refuses a call whose unit credential (alone or carrying a user's token) belongs to
@@ -69,8 +74,7 @@ class UnitLaunches:
         unit = _unit_of(identity_var.get())
         if unit is None:
             return
-        generation = unit.claims.get(GENERATION_CLAIM, "")
-        if not generation or generation != await self.current(unit.user_id):
+        if not await self.is_current(unit.user_id, unit.claims.get(GENERATION_CLAIM, "")):
             raise revoked(unit.user_id)
 
     def forget(self, unit_id: str) -> None:

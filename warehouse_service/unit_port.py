@@ -29,6 +29,7 @@ from service_runtime.server import ServiceBinding, ServiceProcess
 from service_runtime.tls.peers import CallCheck
 from texera.lake.internal.v1 import registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.unit_launches import UnitLaunches
 
 
 def check_registry_issued(service: str, call: grpc.aio.ServicerContext[Any, Any]) -> None:
@@ -52,6 +53,7 @@ def unit_port(
     settings: WarehouseServiceSettings,
     ledger: registry_service_pb2_grpc.RegistryServiceServicer,
     authenticator: Authenticator,
+    launches: UnitLaunches,
 ) -> list[ServiceProcess]:
     """The unit port's server, serving ledger (the RegistryService); none when not set."""
     if not settings.unit_port:
@@ -70,7 +72,10 @@ def unit_port(
             settings=port_settings,
             authenticator=authenticator,
             services=[ServiceBinding.of(ledger)],
-            extra_interceptors=[CallCheck(check_registry_issued, PUBLIC_SERVICES)],
+            extra_interceptors=[
+                CallCheck(check_registry_issued, PUBLIC_SERVICES),
+                CallCheck(launches.check, PUBLIC_SERVICES),
+            ],
         )
     ]
 

@@ -31,6 +31,7 @@ from unit_launcher.base import Launcher, UnitPhase, UnitSpec
 from warehouse_service.db import Connection, Database
 from warehouse_service.leases import lease_lapsed
 from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.unit_launches import UnitLaunches, new_generation
 
 log = logging.getLogger("warehouse_service.units")
 
@@ -92,6 +93,7 @@ class UnitSupervisor:
         launcher: Launcher,
         *,
         credentials: UnitCredentials,
+        launches: UnitLaunches,
         settings: Mapping[str, str],
         shared_secrets: Mapping[str, str] | None = None,
         idle_seconds: float,
@@ -103,6 +105,7 @@ class UnitSupervisor:
         self._db = db
         self._launcher = launcher
         self._credentials = credentials
+        self._launches = launches
         self._settings = dict(settings)
         #: Secrets every unit gets besides its own credential (global-sql: the SQL catalog's).
         self._shared_secrets = dict(shared_secrets or {})
@@ -133,12 +136,16 @@ class UnitSupervisor:
 
     async def _launch(self, unit_id: str) -> None:
         """Launches a PROVISIONING unit; the caller holds the unit's lock."""
+        generation = new_generation()  # every credential of an earlier launch ends here
         async with self._db.connection() as connection:
             row = await connection.fetchrow(
-                "UPDATE units SET launched_at = now(), updated_at = now() "
+                "UPDATE units SET launched_at = now(), updated_at = now(), "
+                "credential_generation = $2, launch_address = NULL "
                 "WHERE unit_id = $1 AND state = 'PROVISIONING' RETURNING *",
                 unit_id,
+                generation,
             )
+        self._launches.forget(unit_id)
         if row is None:
             return
         spec = UnitSpec(
@@ -149,11 +156,21 @@ class UnitSupervisor:
             settings=self._settings,
             secrets={
                 **self._shared_secrets,
-                CREDENTIAL_SETTING: self._credentials.issue(unit_id, row["owner_user_id"]),
+                CREDENTIAL_SETTING: self._credentials.issue(
+                    unit_id, row["owner_user_id"], generation
+                ),
             },
         )
         try:
-            await self._launcher.launch(spec)
+            status = await self._launcher.launch(spec)
+            async with self._db.connection() as connection:
+                await connection.execute(
+                    "UPDATE units SET launch_address = $3 "
+                    "WHERE unit_id = $1 AND credential_generation = $2",
+                    unit_id,
+                    generation,
+                    status.address or None,
+                )
         except Exception as exc:
             log.exception("launching a computing unit failed", extra={"unit_id": unit_id})
             await self._set_state(
@@ -187,8 +204,11 @@ class UnitSupervisor:
         """Moves a unit to state if the extra condition `when` (SQL, its parameters from $4 on)
         holds; ends its registration unless the new state is RUNNING."""
         async with self._db.transaction() as connection:
+            # Stopped or failed, the unit's process is gone (or going): so is its credential.
             changed = await connection.fetchval(
-                "UPDATE units SET state = $2, state_message = $3, updated_at = now() "  # noqa: S608
+                "UPDATE units SET state = $2, state_message = $3, updated_at = now(), "  # noqa: S608
+                "credential_generation = CASE WHEN $2 IN ('STOPPED', 'FAILED') THEN NULL "
+                "ELSE credential_generation END "
                 f"WHERE unit_id = $1 {when} RETURNING unit_id",
                 unit_id,
                 state,
@@ -197,6 +217,7 @@ class UnitSupervisor:
             )
             if changed is not None and state != "RUNNING":
                 await _unregister(connection, unit_id, f"computing unit {unit_id} {message}")
+        self._launches.forget(unit_id)
         return changed is not None
 
     # Submissions --------------------------------------------------------------------
@@ -334,10 +355,11 @@ class UnitSupervisor:
                 )
                 await _unregister(connection, unit_id, "")
                 await connection.execute(
-                    "UPDATE units SET state = 'DELETED', default_unit = false, updated_at = now() "
-                    "WHERE unit_id = $1",
+                    "UPDATE units SET state = 'DELETED', default_unit = false, updated_at = now(), "
+                    "credential_generation = NULL WHERE unit_id = $1",
                     unit_id,
                 )
+        self._launches.forget(unit_id)
         self._locks.pop(unit_id, None)
         log.info("computing unit deleted", extra={"unit_id": unit_id, "cancelled": unfinished})
         return unfinished

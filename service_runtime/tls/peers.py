@@ -57,8 +57,8 @@ def refuse_unless_allowed(
 
 
 #: A check of one call before its handler runs: (the called gRPC service's full name, the
-#: call); it raises ServiceError to refuse the call.
-CallCheckFunction = Callable[[str, grpc.aio.ServicerContext[Any, Any]], None]
+#: call); it raises ServiceError to refuse the call, itself or in the awaitable it returns.
+CallCheckFunction = Callable[[str, grpc.aio.ServicerContext[Any, Any]], Awaitable[None] | None]
 
 
 class CallCheck(grpc.aio.ServerInterceptor):
@@ -85,13 +85,17 @@ class CallCheck(grpc.aio.ServerInterceptor):
         return rewrap(handler, partial(self._checked, service), handler.request_deserializer)
 
     def _checked(self, service: str, behavior: Behavior, kind: str) -> Behavior:
-        check = self._check
+        async def check(call: grpc.aio.ServicerContext[Any, Any]) -> None:
+            outcome = self._check(service, call)
+            if outcome is not None:
+                await outcome
+
         if kind.endswith("_stream"):
 
             async def streaming(
                 request: Any, call: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
-                check(service, call)
+                await check(call)
                 async with responses_of(behavior, request, call) as responses:
                     async for response in responses:
                         yield response
@@ -99,7 +103,7 @@ class CallCheck(grpc.aio.ServerInterceptor):
             return streaming
 
         async def unary(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            check(service, call)
+            await check(call)
             response = behavior(request, call)
             return await response if inspect.isawaitable(response) else response
 

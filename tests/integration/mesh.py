@@ -140,17 +140,19 @@ def create_warehouse(
 def record_unit(stack: Stack, unit_id: str, owner: str, shared_with: tuple[str, ...] = ()) -> None:
     """The registry's record of a unit of owner, without a process: what registry-level tests
     bind executions to (the process launcher's units are tested end to end elsewhere). It is
-    PROVISIONING, just launched, until it registers: a RUNNING unit that no launcher knows and
-    that has not registered yet is one the registry's supervisor rightly fails."""
+    PROVISIONING, just launched (recorded again: launched again), until it registers: a RUNNING
+    unit that no launcher knows and that has not registered yet is one the registry's
+    supervisor rightly fails, its credentials with it."""
 
     async def insert() -> None:
         connection = await asyncpg.connect(stack.database_url)
         try:
             await connection.execute(
                 "INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, "
-                "state, launched_at, request_fingerprint) "
-                "VALUES ($1, $2, 'recorded', 1, 512, 'PROVISIONING', now(), '') "
-                "ON CONFLICT DO NOTHING",
+                "state, launched_at, request_fingerprint, credential_generation) "
+                "VALUES ($1, $2, 'recorded', 1, 512, 'PROVISIONING', now(), '', 'recorded') "
+                "ON CONFLICT (unit_id) DO UPDATE SET state = 'PROVISIONING', launched_at = now(), "
+                "credential_generation = 'recorded'",
                 unit_id,
                 owner,
             )

@@ -26,6 +26,7 @@ from tests.integration.mesh import (
     RegistryClient,
     create_warehouse,
     reason_of,
+    record_unit,
     refused,
     register_unit,
     registry_as,
@@ -140,6 +141,7 @@ def test_a_units_binding_reaches_its_warehouse_only(
     stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
 ) -> None:
     (alice, alices), (bob, bobs) = alice_and_bob
+    record_unit(stack, "cu-auth", "unit-owner", (alice.subject, bob.subject))
     # A computing unit resolves the warehouse for the user it serves: a token that may write.
     binding = resolve(alice.through("cu-auth"), alices)
     assert binding.catalog_token
@@ -381,6 +383,7 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     }
     outsider_target = stack.start_part("registry-outsider", "warehouse_service", outsider)
     # A unit's binding, which may write: the outsider's client may read Alice's warehouse only.
+    record_unit(stack, "cu-auth", "unit-owner", (alice.subject,))
     unallowed = alice.through("cu-auth", outsider_target)
     try:
         bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))

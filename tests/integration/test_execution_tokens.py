@@ -308,7 +308,8 @@ def test_only_execution_tokens_of_the_registry_are_accepted(setting: Setting) ->
     for token in (forged, by_gateway):
         error = refused(partial(_vend, stack, token, mine, RESULTS, table))
         assert error.code() == grpc.StatusCode.UNAUTHENTICATED
-    for token in (stack.internal_token(setting.alice.subject), stack.unit_credential("cu-x")):
+    another_unit = stack.unit_credential(register_unit(stack))
+    for token in (stack.internal_token(setting.alice.subject), another_unit):
         error = refused(partial(_vend, stack, token, mine, RESULTS, table))
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
 

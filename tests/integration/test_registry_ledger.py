@@ -19,7 +19,10 @@ from tests.integration.mesh import (
     bad_fields,
     computing_unit,
     create_warehouse,
+    eventually,
     gateway_account,
+    reason_of,
+    record_unit,
     refused,
     register_unit,
     user,
@@ -144,9 +147,11 @@ def test_bind_needs_an_active_warehouse_and_a_live_unit(
     alice.call(
         alice.warehouses.RestoreWarehouse, ws.RestoreWarehouseRequest(warehouse_id=warehouse_id)
     )
+    # A credential of a unit no launcher ever started belongs to no launch of it.
     stranger = computing_unit(stack, "cu-never-recorded")
     unknown_unit = refused(lambda: bind(alice, new_id(), warehouse_id, stranger))
-    assert unknown_unit.code() == grpc.StatusCode.NOT_FOUND
+    assert unknown_unit.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert reason_of(unknown_unit)[0] == "UNIT_CREDENTIAL_REVOKED"
     missing = refused(lambda: bind(alice, new_id(), str(uuid.uuid4()), unit))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
 
@@ -314,15 +319,26 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
     assert state.execution.error.reason == "COMPUTING_UNIT_LOST"
     assert unit.subject in state.execution.error.message
 
+    # No launcher knows this unit: once its lease lapsed the registry fails it, and with it
+    # every credential of its launch. (A launched unit whose process lives gets NOT_FOUND and
+    # registers again: see test_resource_limits.)
+    eventually(
+        lambda: (
+            _in_database(stack, "SELECT state FROM units WHERE unit_id = $1", unit.subject)["state"]
+            == "FAILED"
+        ),
+        "the registry failed the unit",
+    )
     late = refused(
         lambda: unit.call(
             unit.ledger.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject),
         )
     )
-    assert late.code() == grpc.StatusCode.NOT_FOUND
+    assert late.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert reason_of(late)[0] == "UNIT_CREDENTIAL_REVOKED"
     assert unit.subject not in healthy_units(stack)
-    register_unit(stack, unit.subject)
+    register_unit(stack, unit.subject)  # launched again
     assert unit.subject in healthy_units(stack)
 
 
@@ -437,6 +453,7 @@ def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
     ids=["empty", "endpoint", "id and capacity"],
 )
 def test_registration_names_bad_fields(stack: Stack, request_: Any, fields: set[str]) -> None:
+    record_unit(stack, "cu-x", "unit-owner")
     unit = computing_unit(stack, "cu-x")
     error = refused(lambda: unit.call(unit.ledger.RegisterComputingUnit, request_))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -24,6 +24,7 @@ from tests.integration.mesh import (
     create_warehouse,
     credentials,
     reason,
+    record_unit,
     refused,
     user,
 )
@@ -533,6 +534,7 @@ def test_a_page_token_is_bound_to_its_request(alice: RegistryClient, grant: Buck
 
 
 def test_the_public_api_refuses_service_tokens(stack: Stack) -> None:
+    record_unit(stack, "cu-public", "unit-owner")
     unit = computing_unit(stack, "cu-public")
     error = refused(lambda: unit.call(unit.warehouses.ListWarehouses, ws.ListWarehousesRequest()))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED

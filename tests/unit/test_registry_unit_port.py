@@ -20,6 +20,7 @@ from service_runtime.errors import ServiceError
 from service_runtime.tls.identity import service_identity
 from texera.lake.internal.v1 import registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.unit_launches import UnitLaunches
 from warehouse_service.unit_port import check_registry_issued, unit_port, unit_trust
 
 UNIT = Identity("cu-a", UNIT_ROLE, "unit-credential")
@@ -64,12 +65,14 @@ def test_the_unit_port_serves_without_client_certificates_on_its_own_port() -> N
         metrics_port=9451,
     )
     ledger = registry_service_pb2_grpc.RegistryServiceServicer()  # type: ignore[abstract]
-    [port] = unit_port(settings, ledger, object())  # type: ignore[arg-type]
+    launches = UnitLaunches(db=object())  # type: ignore[arg-type]
+    [port] = unit_port(settings, ledger, object(), launches)  # type: ignore[arg-type]
     assert port.settings.port == 50054
     assert port.settings.metrics_port == 0
     assert not port.settings.tls_require_client_certificate
     assert not port.settings.allowed_peers
-    assert unit_port(replace(settings, unit_port=0), ledger, object()) == []  # type: ignore[arg-type]
+    unset = replace(settings, unit_port=0)
+    assert unit_port(unset, ledger, object(), launches) == []  # type: ignore[arg-type]
 
 
 def test_units_are_handed_the_registrys_ca_bundle(tmp_path: Path) -> None:

@@ -583,6 +583,9 @@ class RegisterComputingUnitResponse(_message.Message):
 
     REGISTRATION_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    credential: _builtins.str
+    """Output only. A fresh credential of the unit's launch, for its calls from now on. Secret."""
     @_builtins.property
     def registration(self) -> Global___UnitRegistration:
         """The registration."""
@@ -596,10 +599,11 @@ class RegisterComputingUnitResponse(_message.Message):
         *,
         registration: Global___UnitRegistration | None = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
+        credential: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "registration", b"registration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "heartbeat_interval", b"heartbeat_interval", "registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -642,6 +646,11 @@ class HeartbeatComputingUnitResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REGISTRATION_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    credential: _builtins.str
+    """Output only. A fresh credential of the unit's launch, for its calls from now on:
+    credentials live minutes, and each heartbeat renews the unit's. Secret.
+    """
     @_builtins.property
     def registration(self) -> Global___UnitRegistration:
         """The registration with its renewed lease."""
@@ -650,10 +659,11 @@ class HeartbeatComputingUnitResponse(_message.Message):
         self,
         *,
         registration: Global___UnitRegistration | None = ...,
+        credential: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -156,7 +156,8 @@ class RegistryServiceServicer:
 
     def RegisterComputingUnit(self, request, context):
         """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-        restarted one, and starts its lease.
+        restarted one, and starts its lease. A unit its launcher gave an address registers at
+        that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

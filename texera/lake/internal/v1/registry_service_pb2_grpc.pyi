@@ -67,7 +67,8 @@ class RegistryServiceStub:
     """
     RegisterComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]
     """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-    restarted one, and starts its lease.
+    restarted one, and starts its lease. A unit its launcher gave an address registers at
+    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
     """
     HeartbeatComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]
     """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
@@ -139,7 +140,8 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """
     RegisterComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]  # type: ignore[assignment]
     """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-    restarted one, and starts its lease.
+    restarted one, and starts its lease. A unit its launcher gave an address registers at
+    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
     """
     HeartbeatComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]  # type: ignore[assignment]
     """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
@@ -244,7 +246,8 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RegisterComputingUnitResponse, _abc.Awaitable[_registry_service_pb2.RegisterComputingUnitResponse]]:
         """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-        restarted one, and starts its lease.
+        restarted one, and starts its lease. A unit its launcher gave an address registers at
+        that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
         """
 
     @_abc_1.abstractmethod
