@@ -23,14 +23,12 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pyarrow import fs
 from pyspark.sql import SparkSession
 
+from benchmarks.parquet_floor import Bucket, write_plain_parquet
 from benchmarks.shared import lake, plan, run_execution, user_catalog
 from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
@@ -55,31 +53,6 @@ UNIT_ENV = {
 }
 
 
-def write_plain_parquet(
-    grant: BucketGrant, prefix: str, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """The floor's task: one Parquet file per partition, straight to the bucket."""
-    filesystem = fs.S3FileSystem(
-        access_key=grant.access_key.access_key_id,
-        secret_key=grant.access_key.secret_access_key,
-        endpoint_override=grant.endpoint,
-        scheme="http",
-        region=grant.region,
-    )
-    path = f"{grant.bucket}/{prefix}/{uuid.uuid4().hex}.parquet"
-    writer = None
-    rows = 0
-    with filesystem.open_output_stream(path) as stream:
-        for batch in batches:
-            if writer is None:
-                writer = pq.ParquetWriter(stream, batch.schema, compression="zstd")
-            writer.write_batch(batch)
-            rows += batch.num_rows
-        if writer is not None:
-            writer.close()
-    yield pa.RecordBatch.from_pydict({"rows": [rows]})
-
-
 def run_floor(
     spark: SparkSession, grant: BucketGrant, flow: workflow_pb2.Workflow, rows: int
 ) -> float:
@@ -93,8 +66,15 @@ def run_floor(
     ).compile(flow)
     frame = compiled.frames[compiled.materialized[0]]
     prefix = f"floor/{uuid.uuid4().hex}"
+    bucket = Bucket(
+        grant.bucket,
+        grant.region,
+        grant.endpoint,
+        grant.access_key.access_key_id,
+        grant.access_key.secret_access_key,
+    )
     written = frame.mapInArrow(
-        lambda it: write_plain_parquet(grant, prefix, it), "rows long"
+        lambda it: write_plain_parquet(bucket, prefix, it), "rows long"
     ).collect()
     elapsed = time.perf_counter() - started
     if sum(r.rows for r in written) != rows:

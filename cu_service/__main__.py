@@ -21,6 +21,7 @@ from cu_service.warm_up import WarmUp
 from cu_service.worker_daemon import Confinement
 from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
+from service_runtime.through_gateway import ThroughGateway
 from service_runtime.tls.caller_rules import UNIT_RULES, caller_rules
 from service_runtime.tls.mesh_client import MeshClientTls
 
@@ -94,7 +95,9 @@ def build() -> ServiceProcess:
     return ServiceProcess(
         name="cu-service",
         settings=settings,
-        authenticator=mesh_authenticator(settings, unit_audience(settings.computing_unit_id)),
+        authenticator=ThroughGateway(
+            mesh_authenticator(settings, unit_audience(settings.computing_unit_id))
+        ),
         services=[ServiceBinding.of(ExecutionServicer(parts))],
         prepare=prepare,
         on_start=start,

@@ -45,11 +45,12 @@ from embedded_stack.state_files import ENDPOINTS_FILE
 from embedded_stack.tls import TLS_FOLDER, StackTls
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
-from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer, mint_token
+from service_runtime.auth import ON_BEHALF_KEY, SERVICE_ROLE, USER_ROLE, bearer, mint_token
 from service_runtime.config import ENV_PREFIX, ServerSettings
 from service_runtime.health_probe import probe
 from service_runtime.internal_tokens import (
     GATEWAY_ISSUER,
+    GATEWAY_SUBJECT,
     MESH_AUDIENCE,
     TokenSigner,
     unit_audience,
@@ -275,8 +276,14 @@ class Stack:
         return self.token(user_id) if part == "gateway" else self.internal_token(user_id)
 
     def unit_token(self, user_id: str, unit_id: str) -> str:
-        """A user's internal token for calling computing unit unit_id directly."""
+        """A user's internal token for computing unit unit_id."""
         return self.internal_token(user_id, unit_audience(unit_id))
+
+    def unit_call_metadata(self, user_id: str, unit_id: str) -> tuple[tuple[str, str], ...]:
+        """What the gateway sends with user_id's call to computing unit unit_id: its own token
+        for the unit, and the user's."""
+        gateway = self.internal_token(GATEWAY_SUBJECT, unit_audience(unit_id), SERVICE_ROLE)
+        return (bearer(gateway), (ON_BEHALF_KEY, self.unit_token(user_id, unit_id)))
 
     def unit_credential(self, unit_id: str) -> str:
         """The credential the registry would issue to computing unit unit_id now: of its

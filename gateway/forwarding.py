@@ -15,7 +15,7 @@ from typing import TypeVar, cast
 
 import grpc
 
-from service_runtime.auth import AUTHORIZATION_KEY, bearer
+from service_runtime.auth import AUTHORIZATION_KEY, ON_BEHALF_KEY, bearer
 from service_runtime.errors import ServiceError
 from service_runtime.propagation import MESH_CHANNEL_OPTIONS, context_metadata, remaining_time
 from service_runtime.repeat import repeat_while_unavailable
@@ -47,18 +47,20 @@ async def _read(call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> bytes | None:
 
 class Backend:
     """A service the gateway forwards to. The forwarded call carries the caller's internal
-    token for the mesh, or the one token(), when given, makes for this backend alone; over TLS
-    with tls, else plaintext."""
+    token for the mesh, or the one token(), when given, makes for this backend alone (and
+    on_behalf()'s, when given, in ON_BEHALF_KEY); over TLS with tls, else plaintext."""
 
     def __init__(
         self,
         target: str,
         token: Callable[[], str] | None = None,
         *,
+        on_behalf: Callable[[], str] | None = None,
         tls: MeshClientTls | None = None,
     ) -> None:
         self.channel = mesh_channel(target, tls, options=_CHANNEL_OPTIONS)
         self._token = token
+        self._on_behalf = on_behalf
         self._unary: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {}
         self._streams: dict[str, grpc.aio.UnaryStreamMultiCallable[bytes, bytes]] = {}
 
@@ -69,7 +71,8 @@ class Backend:
         metadata = context_metadata()
         if self._token is None:
             return metadata
-        return [(k, v) for k, v in metadata if k != AUTHORIZATION_KEY] + [bearer(self._token())]
+        own = [(k, v) for k, v in metadata if k != AUTHORIZATION_KEY] + [bearer(self._token())]
+        return own if self._on_behalf is None else [*own, (ON_BEHALF_KEY, self._on_behalf())]
 
     async def unary(self, method: str, request: bytes, *, retry: bool) -> bytes:
         if method not in self._unary:

@@ -19,7 +19,12 @@ import grpc
 from gateway.forwarding import Backend
 from service_runtime.auth import SERVICE_ROLE, USER_ROLE, bearer
 from service_runtime.context import current_identity
-from service_runtime.internal_tokens import MESH_AUDIENCE, TokenExchange, unit_audience
+from service_runtime.internal_tokens import (
+    GATEWAY_SUBJECT,
+    MESH_AUDIENCE,
+    TokenExchange,
+    unit_audience,
+)
 from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 
@@ -27,7 +32,6 @@ log = logging.getLogger("gateway.units")
 rs = registry_service_pb2
 #: How long a unit that refused a connection is passed over.
 SUSPECT_SECONDS = 5.0
-GATEWAY_SUBJECT = "gateway"
 
 
 class UnitDirectory:
@@ -97,13 +101,18 @@ class UnitDirectory:
         self._suspect_until[unit.computing_unit_id] = self._clock() + SUSPECT_SECONDS
 
     def backend(self, unit: rs.UnitRegistration) -> Backend:
-        """The unit's backend; calls to it carry the caller's token for that unit alone."""
+        """The unit's backend; calls to it carry the gateway's own token and the caller's,
+        both for that unit alone (a unit takes a user's call only with the gateway's token
+        beside it: service_runtime.through_gateway)."""
         key = f"{unit.computing_unit_id}@{unit.endpoint}"
         if key not in self._backends:
             audience = unit_audience(unit.computing_unit_id)
             self._backends[key] = Backend(
                 unit.endpoint,
-                token=lambda: self._tokens.token(current_identity().user_id, USER_ROLE, audience),
+                token=lambda: self._tokens.token(GATEWAY_SUBJECT, SERVICE_ROLE, audience),
+                on_behalf=lambda: self._tokens.token(
+                    current_identity().user_id, USER_ROLE, audience
+                ),
                 tls=self._tls,
             )
         return self._backends[key]

@@ -44,6 +44,10 @@ _REQUIRED = ["exp", "iss", "sub", "aud", "role"]
 _REGISTERED = frozenset({*_REQUIRED, "iat", "jti"})
 
 
+#: The subject of the gateway's own tokens (role SERVICE).
+GATEWAY_SUBJECT = "gateway"
+
+
 def unit_audience(unit_id: str) -> str:
     """The audience of tokens meant for one computing unit."""
     return f"unit:{unit_id}"

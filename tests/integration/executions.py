@@ -122,7 +122,7 @@ def unit_as(stack: Stack, user_id: str) -> UnitClient:
     channel = grpc.insecure_channel(unit.target)
     return UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
-        bearer(stack.unit_token(user_id, unit.unit_id)),
+        stack.unit_call_metadata(user_id, unit.unit_id),
         unit.unit_id,
         user_id,
     )
@@ -134,7 +134,7 @@ def own_unit_client(stack: Stack, user_id: str) -> tuple[UnitClient, int]:
     channel = grpc.insecure_channel(unit.target)
     client = UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
-        bearer(stack.unit_token(user_id, unit.unit_id)),
+        stack.unit_call_metadata(user_id, unit.unit_id),
         unit.unit_id,
         user_id,
     )

@@ -7,6 +7,7 @@ import asyncio
 import os
 import stat
 import uuid
+from functools import partial
 from pathlib import Path
 
 import asyncpg
@@ -15,6 +16,8 @@ import pytest
 
 from embedded_stack.stack import Stack
 from service_runtime import auth
+from service_runtime.auth import SERVICE_ROLE
+from service_runtime.internal_tokens import unit_audience
 from tests.integration.mesh import (
     computing_unit,
     create_warehouse,
@@ -68,6 +71,27 @@ def test_texera_tokens_are_refused_everywhere_but_at_the_gateway(stack: Stack) -
         )
     )
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_unit_takes_a_users_call_only_with_the_gateways_token_beside_it(stack: Stack) -> None:
+    unit = stack.unit_for("alice")
+    stub = execution_service_pb2_grpc.ExecutionServiceStub(grpc.insecure_channel(unit.target))
+    request = execution_service_pb2.GetExecutionRequest(execution_id="ex-no-such-execution")
+    users = stack.unit_token("alice", unit.unit_id)
+    results = stack.internal_token("result-service", unit_audience(unit.unit_id), SERVICE_ROLE)
+    refusals: list[tuple[tuple[str, str], ...]] = [
+        (auth.bearer(users),),  # the user's token for this unit, found wherever
+        (auth.bearer(results), (auth.ON_BEHALF_KEY, users)),  # carried by another service
+    ]
+    for metadata in refusals:
+        error = refused(partial(stub.GetExecution, request, metadata=metadata, timeout=30))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error.details()
+    forwarded = refused(
+        lambda: stub.GetExecution(
+            request, metadata=stack.unit_call_metadata("alice", unit.unit_id), timeout=30
+        )
+    )
+    assert forwarded.code() == grpc.StatusCode.NOT_FOUND  # authenticated: alice, for real
 
 
 def test_a_token_minted_for_a_unit_is_worth_nothing_elsewhere(stack: Stack) -> None:

@@ -63,5 +63,5 @@ def test_at_the_service_behind_the_gateway(stack: Stack, service: ServiceDescrip
 
 def test_at_a_computing_unit(stack: Stack) -> None:
     unit = stack.unit_for(SHARED_UNIT_OWNER)
-    metadata = bearer(stack.unit_token(SHARED_UNIT_OWNER, unit.unit_id))
+    metadata = stack.unit_call_metadata(SHARED_UNIT_OWNER, unit.unit_id)
     _every_method_refuses(unit.target, EXECUTIONS, metadata)

@@ -14,7 +14,7 @@ from embedded_stack.spark_cluster import Cluster, standalone_cluster
 from embedded_stack.stack import Stack
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import UnitClient, udf, workflow
-from tests.integration.mesh import bearer, create_warehouse, user
+from tests.integration.mesh import create_warehouse, user
 from tests.integration.results import results_as
 from texera.lake.v1 import execution_pb2, execution_service_pb2_grpc
 
@@ -56,7 +56,7 @@ def test_an_execution_runs_on_both_workers_of_the_cluster(
     unit = stack.unit_for("clustered")
     client = UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(grpc.insecure_channel(unit.target)),
-        bearer(stack.unit_token("clustered", unit.unit_id)),
+        stack.unit_call_metadata("clustered", unit.unit_id),
         unit.unit_id,
         "clustered",
     )
