@@ -20,15 +20,17 @@ from texera.lake.v1 import execution_pb2, execution_service_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: Each Python worker reports its parent, the worker daemon of the executor it runs in.
+#: Each task reports the executor it runs in, by the local folders its worker gave that
+#: executor (a task's process sees no other process, so not by its parent).
 WHERE_IT_RAN = udf(
-    "import os\n"
+    "import os, zlib\n"
     "import pyarrow as pa\n"
     "def process(batches):\n"
+    "    executor = zlib.crc32(os.environ['SPARK_EXECUTOR_DIRS'].encode())\n"
     "    for batch in batches:\n"
     "        yield pa.RecordBatch.from_pydict({\n"
     "            'id': batch.column(0),\n"
-    "            'daemon': pa.array([os.getppid()] * batch.num_rows, pa.int64()),\n"
+    "            'daemon': pa.array([executor] * batch.num_rows, pa.int64()),\n"
     "        })\n",
     [("id", "bigint"), ("daemon", "bigint")],
 )
