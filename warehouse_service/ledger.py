@@ -53,7 +53,6 @@ from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role
 from warehouse_service.unit_credentials import UnitCredentials
-from warehouse_service.unit_launches import GENERATION_CLAIM
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
@@ -602,7 +601,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             },
         )
         response = registry_service_pb2.RegisterComputingUnitResponse(
-            registration=records.registration(present(row)), credential=self._renewed(identity)
+            registration=records.registration(present(row)),
+            credential=self._unit_credentials.renewed(identity),
         )
         response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
         return response
@@ -637,14 +637,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         if row is None:
             raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
         return registry_service_pb2.HeartbeatComputingUnitResponse(
-            registration=records.registration(row), credential=self._renewed(identity)
-        )
-
-    def _renewed(self, unit: Identity) -> str:
-        """A fresh credential for the unit, of the same launch as the one it called with (the
-        call's check made sure that launch is the current one)."""
-        return self._unit_credentials.issue(
-            unit.user_id, unit.claims.get("owner", ""), unit.claims.get(GENERATION_CLAIM, "")
+            registration=records.registration(row),
+            credential=self._unit_credentials.renewed(identity),
         )
 
     async def ListUnitRegistrations(

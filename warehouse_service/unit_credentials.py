@@ -10,10 +10,12 @@ credential of a launch that ended (see warehouse_service.unit_launches).
 
 from __future__ import annotations
 
-from service_runtime.auth import UNIT_ROLE
+from service_runtime.auth import UNIT_ROLE, Identity
 from service_runtime.internal_tokens import MESH_AUDIENCE, REGISTRY_ISSUER, TokenSigner
 from warehouse_service.unit_launches import GENERATION_CLAIM
 
+#: The claim naming the unit's owner.
+OWNER_CLAIM = "owner"
 #: How long a unit's credential lives unless the registry's settings say otherwise.
 CREDENTIAL_TTL_SECONDS = 600.0
 
@@ -30,5 +32,12 @@ class UnitCredentials:
             UNIT_ROLE,
             MESH_AUDIENCE,
             ttl_seconds=self._ttl,
-            claims={"owner": owner_user_id, GENERATION_CLAIM: generation},
+            claims={OWNER_CLAIM: owner_user_id, GENERATION_CLAIM: generation},
+        )
+
+    def renewed(self, unit: Identity) -> str:
+        """A fresh credential for the unit that called with a (verified, current) one: of the
+        same launch, for the same owner."""
+        return self.issue(
+            unit.user_id, unit.claims.get(OWNER_CLAIM, ""), unit.claims.get(GENERATION_CLAIM, "")
         )

@@ -152,16 +152,17 @@ def udf(code: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def udf_workflow(
-    operator_id: str, code: str, columns: list[tuple[str, str]], end: int = 1, partitions: int = 1
+    operator_id: str, python_udf: dict[str, Any], end: int = 1, partitions: int = 1
 ) -> workflow_pb2.Workflow:
-    """A range of `end` numbers in `partitions` through one user's function, materialized."""
+    """A range of `end` numbers in `partitions` through one user's function (see udf),
+    materialized."""
     return workflow(
         [
             {"operator_id": "n", "range_source": {"end": end, "partitions": partitions}},
             {
                 "operator_id": operator_id,
                 "input_operator_ids": ["n"],
-                "python_udf": udf(code, columns),
+                "python_udf": python_udf,
                 "materialize": True,
             },
         ]

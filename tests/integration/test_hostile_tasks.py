@@ -29,6 +29,7 @@ from tests.integration.executions import (
     UnitClient,
     bucket_keys,
     new_user,
+    udf,
     udf_workflow,
     unit_as,
     workflow,
@@ -148,7 +149,7 @@ def claims(token: str) -> dict[str, Any]:
 
 
 def scanned(client: UnitClient, warehouse_id: str, stack: Stack) -> dict[str, Any]:
-    flow = udf_workflow("scan", SCAN, SCAN_COLUMNS)
+    flow = udf_workflow("scan", udf(SCAN, SCAN_COLUMNS))
     ended = client.finish(client.submit(warehouse_id, flow).execution_id, timeout=600)
     assert ended.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, ended.error
     [output] = ended.outputs
@@ -183,7 +184,7 @@ def test_a_guests_code_finds_nothing_of_the_owner_nor_of_the_unit(stack: Stack) 
         "import time\ndef process(batches):\n"
         "    for batch in batches:\n        time.sleep(4)\n        yield batch\n"
     )
-    writing = udf_workflow("slow", slow, [("id", "bigint")], end=5000, partitions=2)
+    writing = udf_workflow("slow", udf(slow, [("id", "bigint")]), end=5000, partitions=2)
     owners = owner.submit(owner_warehouse, writing).execution_id
     owner.wait_for_state(owners, execution_pb2.EXECUTION_STATE_RUNNING)
 
@@ -202,7 +203,7 @@ def test_a_guests_code_finds_nothing_of_the_owner_nor_of_the_unit(stack: Stack) 
 @pytest.mark.timeout(600)
 def test_a_fork_bomb_fails_its_execution_alone(stack: Stack) -> None:
     bomber, warehouse_id, grant = new_user(stack, "bomber")
-    bomb = udf_workflow("bomb", FORK_BOMB, [("id", "bigint")])
+    bomb = udf_workflow("bomb", udf(FORK_BOMB, [("id", "bigint")]))
     ended = bomber.finish(bomber.submit(warehouse_id, bomb).execution_id, timeout=600)
     assert ended.state == execution_pb2.EXECUTION_STATE_FAILED
     assert ended.error.reason == "RESOURCE_LIMIT", ended.error

@@ -21,7 +21,7 @@ from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from lake_client.executions import TERMINAL
 from tests.conftest import TEST_STACK_ENV
-from tests.integration.executions import share_unit, sleeping_udf, workflow
+from tests.integration.executions import share_unit, sleeping_udf, udf_workflow, workflow
 from tests.integration.people import Person, person
 from texera.lake.v1 import execution_pb2, workflow_pb2
 
@@ -181,17 +181,7 @@ def test_a_watch_outlives_minutes_of_quiet(short_lived: Stack) -> None:
     the gateway's channel to the unit pings the quiet stream every 30 s, which servers must
     accept (grpc's default ends the stream after about two minutes, "Too many pings")."""
     quiet = person(short_lived, "quiet")
-    flow = workflow(
-        [
-            {"operator_id": "n", "range_source": {"end": 10, "partitions": 1}},
-            {
-                "operator_id": "slow",
-                "input_operator_ids": ["n"],
-                "python_udf": sleeping_udf(150),
-                "materialize": True,
-            },
-        ]
-    )
+    flow = udf_workflow("slow", sleeping_udf(150), end=10)
     submitted = quiet.executions.submit(quiet.warehouse_id, flow, computing_unit_id=own_unit(quiet))
     seen = quiet.executions.watch(submitted.execution_id, timeout=600)
     assert seen[-1].state == execution_pb2.EXECUTION_STATE_SUCCEEDED, seen[-1].error

@@ -24,7 +24,13 @@ from embedded_stack.stack import Stack
 from embedded_stack.state_files import ENDPOINTS_FILE
 from lake_client.executions import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
-from tests.integration.executions import SHARED_UNIT_OWNER, sleeping_udf, unit_as, workflow
+from tests.integration.executions import (
+    SHARED_UNIT_OWNER,
+    sleeping_udf,
+    udf_workflow,
+    unit_as,
+    workflow,
+)
 from tests.integration.mesh import create_warehouse as create_registry_warehouse
 from tests.integration.mesh import user
 
@@ -213,17 +219,7 @@ def test_an_execution_outliving_its_credentials_still_commits(short_lived_stack:
     owner = f"patient-{uuid.uuid4().hex[:6]}"
     warehouse = create_registry_warehouse(user(stack, owner), stack.provision_bucket("patient"))
     client = unit_as(stack, owner)
-    flow = workflow(
-        [
-            {"operator_id": "n", "range_source": {"end": 8000, "partitions": 12}},
-            {
-                "operator_id": "slow",
-                "input_operator_ids": ["n"],
-                "python_udf": sleeping_udf(2.0),
-                "materialize": True,
-            },
-        ]
-    )
+    flow = udf_workflow("slow", sleeping_udf(2.0), end=8000, partitions=12)
     started = time.monotonic()
     execution = client.finish(client.submit(warehouse.warehouse_id, flow).execution_id)
     assert time.monotonic() - started > 3 * 3  # several lifetimes of the vended credentials

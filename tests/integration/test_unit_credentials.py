@@ -22,7 +22,7 @@ import pytest
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from tests.conftest import TEST_STACK_ENV
-from tests.integration.executions import udf_workflow
+from tests.integration.executions import udf, udf_workflow
 from tests.integration.mesh import computing_unit, eventually, reason_of, refused, registry_as
 from tests.integration.people import person
 from texera.lake.internal.v1 import registry_service_pb2
@@ -66,7 +66,7 @@ def test_a_taken_unit_credential_moves_nothing_and_ends_with_the_launch(stack: S
     sleeping += f"    time.sleep({RUN_SECONDS})\n    yield from batches\n"
     running = alice.executions.submit(
         alice.warehouse_id,
-        udf_workflow("slow", sleeping, [("id", "bigint")], end=10),
+        udf_workflow("slow", udf(sleeping, [("id", "bigint")]), end=10),
         computing_unit_id=unit_id,
     ).execution_id
     alice.executions.wait_for_state(running, execution_pb2.EXECUTION_STATE_RUNNING)
