@@ -19,19 +19,23 @@ from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark, worker_confinement
 from cu_service.warm_up import WarmUp
 from cu_service.worker_daemon import Confinement
+from service_runtime.config import ConfigError
 from service_runtime.internal_tokens import mesh_authenticator, unit_audience
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.through_gateway import ThroughGateway
 from service_runtime.tls.caller_rules import UNIT_RULES, caller_rules
+from service_runtime.tls.held_certificate import HeldCertificate
 from service_runtime.tls.mesh_client import MeshClientTls
+from service_runtime.tls.server_credentials import CertificateFiles
 
 log = logging.getLogger("cu_service")
 
 
 def build() -> ServiceProcess:
     settings = ComputingUnitSettings.from_env()
-    # Read now: prepare() removes the key's file before users' code runs.
+    # Read now: prepare() removes the keys' files before users' code runs.
     tls = MeshClientTls.from_settings(settings)
+    certificate = held_certificate(settings)
     parts = UnitParts()
     background: list[asyncio.Task[None]] = []
     closers: list[Callable[[], None]] = []
@@ -72,6 +76,7 @@ def build() -> ServiceProcess:
             settings.capacity,
             interval,
             workers_confined=confined,
+            certificate=certificate,
         )
         heartbeat.start()
         closers.append(heartbeat.stop)
@@ -103,7 +108,19 @@ def build() -> ServiceProcess:
         on_start=start,
         on_stop=stop,
         extra_interceptors=caller_rules(settings, UNIT_RULES),
+        certificate=certificate,
     )
+
+
+def held_certificate(settings: ComputingUnitSettings) -> HeldCertificate | None:
+    """The certificate the unit serves TLS with, read into memory; None: plaintext."""
+    if not settings.tls_certificate:
+        return None
+    files = CertificateFiles(settings.tls_certificate, settings.tls_key, settings.tls_client_ca)
+    try:
+        return HeldCertificate.from_files(files)
+    except ValueError as exc:
+        raise ConfigError(f"cannot serve TLS: {exc}") from exc
 
 
 async def _every(seconds: float, action: Callable[[], Awaitable[None] | None]) -> None:

@@ -29,6 +29,7 @@ from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from service_runtime.errors import ServiceError
 from service_runtime.retry import RetryPolicy, retry_async
+from service_runtime.tls.held_certificate import HeldCertificate
 
 log = logging.getLogger("cu_service.lease")
 
@@ -77,8 +78,11 @@ class HeartbeatThread:
         interval: float,
         *,
         workers_confined: bool,
+        certificate: HeldCertificate | None = None,
     ) -> None:
         self._new_registry = new_registry
+        self._certificate = certificate
+        self._renewal_refused = False
         self._manager = manager
         self._manager_loop = asyncio.get_running_loop()
         self._endpoint = endpoint
@@ -121,8 +125,11 @@ class HeartbeatThread:
     async def _once(self, registry: RegistryClient) -> float | None:
         """One heartbeat; the new interval if the unit had to register again."""
         running, queued = self._manager.counts()
+        signing_request = self._signing_request()
         try:
-            await registry.heartbeat(running, queued)
+            response = await registry.heartbeat(
+                running, queued, certificate_signing_request=signing_request
+            )
         except ServiceError as exc:
             if exc.code == grpc.StatusCode.UNAUTHENTICATED:
                 # Revoked (this launch ended: the unit was restarted elsewhere, stopped or
@@ -141,4 +148,28 @@ class HeartbeatThread:
             return await register(
                 registry, self._endpoint, self._capacity, workers_confined=self._workers_confined
             )
+        if signing_request:
+            self._take_certificate(response.certificate_chain)
         return None
+
+    def _signing_request(self) -> bytes:
+        """A signing request for the unit's key once its certificate is due for renewal."""
+        if self._certificate is None or not self._certificate.renewal_due():
+            return b""
+        return self._certificate.signing_request()
+
+    def _take_certificate(self, chain: bytes) -> None:
+        """Serves the renewed certificate; an answer without one is reported once per
+        certificate (this registry issues none: the unit's certificate was set by hand)."""
+        assert self._certificate is not None
+        if not chain:
+            if not self._renewal_refused:
+                log.warning("the registry renewed no TLS certificate; asking again each beat")
+            self._renewal_refused = True
+            return
+        try:
+            self._certificate.renew(chain)
+        except ValueError:
+            log.exception("the registry's renewed TLS certificate cannot be served")
+            return
+        self._renewal_refused = False

@@ -94,9 +94,14 @@ class RegistryClient(RegistryReader):
         self._credential.renew(response.credential)
         return response
 
-    async def heartbeat(self, running: int, queued: int) -> rs.HeartbeatComputingUnitResponse:
+    async def heartbeat(
+        self, running: int, queued: int, *, certificate_signing_request: bytes = b""
+    ) -> rs.HeartbeatComputingUnitResponse:
         request = rs.HeartbeatComputingUnitRequest(
-            computing_unit_id=self.unit_id, running_executions=running, queued_executions=queued
+            computing_unit_id=self.unit_id,
+            running_executions=running,
+            queued_executions=queued,
+            certificate_signing_request=certificate_signing_request,
         )
         response = await self._call(
             lambda: self._stub.HeartbeatComputingUnit(request, timeout=self._timeout)

@@ -198,19 +198,19 @@ class ComputingUnitSettings(WarehouseClientSettings):
     def file_roots(self) -> FileRoots:
         return FileRoots.from_setting(self.file_source_roots)
 
+    @property
+    def client_certificate(self) -> tuple[str, str]:
+        """Only a client certificate set as such: the one the unit serves with is renewed in
+        memory (service_runtime.tls.held_certificate), so a copy read at start would go stale.
+        Units reach the registry on its unit port, which asks for none."""
+        return self.tls_client_certificate, self.tls_client_key
+
     def address(self, bound_port: int) -> str:
         return self.advertised_address or f"{self.host}:{bound_port}"
 
     def validate(self) -> None:
         super().validate()
         self.require("credential")
-        if self.tls_certificate:
-            # The unit removes its secret files before users' code runs, the key among them,
-            # which the server reads again when the certificate changes.
-            raise ConfigError(
-                f"{self.variable_of('tls_certificate')}: computing units do not serve TLS yet; "
-                "they will with certificates issued at their launch"
-            )
         if not 1 <= self.capacity <= 1000:
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:

@@ -62,6 +62,7 @@ from service_runtime.processes import (
     let_others_traverse,
     wait_until,
 )
+from service_runtime.tls.identity import unit_server_name
 from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.catalog_modes import CatalogMode
@@ -253,6 +254,13 @@ class Stack:
         """A blocking channel to a part (a service's name): TLS in TLS mode, verifying the
         stack's CA and presenting presenting's certificate (see client_tls); plaintext else."""
         return blocking_mesh_channel(self.target(part), self.client_tls(presenting))
+
+    def unit_channel(self, unit: UnitHandle) -> grpc.Channel:
+        """A blocking channel to a computing unit as the gateway opens it: in TLS mode,
+        verifying the unit's certificate by its name and presenting the gateway's."""
+        return blocking_mesh_channel(
+            unit.target, self.client_tls(), server_name=unit_server_name(unit.unit_id)
+        )
 
     def token(self, user_id: str, *, ttl_seconds: float = 3600.0) -> str:
         """A Texera token for user_id signed with the stack's secret, for the gateway."""

@@ -4,8 +4,10 @@ under ``<state dir>/tls`` at each start (keys 0600), and the settings that hand 
 The gateway serves TLS without asking for client certificates (the edge: users' tokens say who
 calls); the registry and the result service serve mutual TLS, requiring a certificate from the
 stack's CA, with their caller rules on; every service calls the others over TLS presenting its
-own certificate. Computing units serve plaintext still, and reach the registry on its unit port
-(see warehouse_service.unit_port).
+own certificate. The registry gets an issuer for computing units' certificates (an intermediate
+of the stack's CA, constrained to units' names): units serve mutual TLS with certificates of
+their own, taking users' calls from the gateway's certificate alone, and reach the registry on
+its unit port (see warehouse_service.unit_port).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from service_runtime.tls.authority import (
     LOCAL_ADDRESSES,
     LOCAL_NAMES,
     SERVICE_LIFETIME,
+    UNIT_ISSUER_LIFETIME,
     IPAddress,
     MeshAuthority,
 )
-from service_runtime.tls.identity import service_identity
+from service_runtime.tls.identity import UNIT_DOMAIN, service_identity
 from service_runtime.tls.mesh_client import MeshClientTls
 
 TLS_FOLDER = "tls"
@@ -58,6 +61,15 @@ class StackTls:
                 ip_addresses=addresses,
             ).write(files.certificate, files.key)
             self.certificates[service] = files
+        self.unit_issuer = CertificateFiles(
+            folder / "unit-issuer.pem", folder / "unit-issuer-key.pem"
+        )
+        issuer = authority.issue_authority(
+            "texera-lake embedded stack units' issuer",
+            lifetime=UNIT_ISSUER_LIFETIME,
+            dns_domain=UNIT_DOMAIN,
+        )
+        issuer.authority.write(self.unit_issuer.certificate, self.unit_issuer.key)
 
     @property
     def ca_file(self) -> Path:
@@ -77,6 +89,12 @@ class StackTls:
         if service in MUTUAL:
             settings[f"{prefix}REQUIRE_CLIENT_CERTIFICATE"] = "true"
             settings[f"{prefix}CLIENT_CA_FILE"] = str(self.ca_file)
+        if service == "warehouse-service":
+            issuer = f"{ENV_PREFIX}{scope}_UNIT_ISSUER_"
+            settings[f"{issuer}CERTIFICATE_FILE"] = str(self.unit_issuer.certificate)
+            settings[f"{issuer}KEY_FILE"] = str(self.unit_issuer.key)
+        if service == "gateway":
+            settings[f"{ENV_PREFIX}{scope}_UNITS_TLS"] = "true"
         return settings
 
     def client(self, presenting: str | None) -> MeshClientTls:

@@ -48,7 +48,8 @@ async def _read(call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> bytes | None:
 class Backend:
     """A service the gateway forwards to. The forwarded call carries the caller's internal
     token for the mesh, or the one token(), when given, makes for this backend alone (and
-    on_behalf()'s, when given, in ON_BEHALF_KEY); over TLS with tls, else plaintext."""
+    on_behalf()'s, when given, in ON_BEHALF_KEY); over TLS with tls, else plaintext, the
+    backend's certificate naming server_name when given (else target's host)."""
 
     def __init__(
         self,
@@ -57,8 +58,9 @@ class Backend:
         *,
         on_behalf: Callable[[], str] | None = None,
         tls: MeshClientTls | None = None,
+        server_name: str = "",
     ) -> None:
-        self.channel = mesh_channel(target, tls, options=_CHANNEL_OPTIONS)
+        self.channel = mesh_channel(target, tls, options=_CHANNEL_OPTIONS, server_name=server_name)
         self._token = token
         self._on_behalf = on_behalf
         self._unary: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {}

@@ -25,6 +25,7 @@ from service_runtime.internal_tokens import (
     TokenExchange,
     unit_audience,
 )
+from service_runtime.tls.identity import unit_server_name
 from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 
@@ -114,6 +115,8 @@ class UnitDirectory:
                     current_identity().user_id, USER_ROLE, audience
                 ),
                 tls=self._tls,
+                # A unit's certificate names its id, not the address it was given.
+                server_name=unit_server_name(unit.computing_unit_id),
             )
         return self._backends[key]
 

@@ -30,6 +30,7 @@ from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
 from service_runtime.reflection import enable_reflection
 from service_runtime.stream_writing import StreamWriting
+from service_runtime.tls.held_certificate import HeldCertificate
 from service_runtime.tls.peers import PeerAllowList
 from service_runtime.tls.server_credentials import CertificateFiles, ReloadingCertificate
 
@@ -107,6 +108,9 @@ class ServiceProcess:
     #: More servers of this process, each on a port of its own with its own settings (TLS
     #: included), callers and services: started after this one, stopped before it.
     companions: Sequence[ServiceProcess] = ()
+    #: A certificate held in memory to serve TLS with, in place of the settings' files (a
+    #: computing unit's, whose files are gone before users' code runs).
+    certificate: HeldCertificate | None = None
 
 
 def _unimplemented(service: ServiceDescriptor) -> grpc.GenericRpcHandler:
@@ -162,7 +166,7 @@ class RunningServer:
         address = f"{settings.host}:{settings.port}"
         # grpc's health servicer starts out SERVING; nothing is ready before on_start has run.
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        credentials = _tls_credentials(settings)
+        credentials = _tls_credentials(self.process)
         try:
             if credentials is None:
                 self.port = self._server.add_insecure_port(address)
@@ -228,16 +232,18 @@ class RunningServer:
             await self._health.set(name, status)
 
 
-def _tls_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
-    """The credentials of the service's TLS port, reloaded when their files change; None
-    when no certificate is set (plaintext)."""
+def _tls_credentials(process: ServiceProcess) -> grpc.ServerCredentials | None:
+    """The credentials of the service's TLS port: its held certificate, or its files,
+    reloaded when they change; None when it has neither (plaintext)."""
+    settings = process.settings
+    require = settings.tls_require_client_certificate
+    if process.certificate is not None:
+        return process.certificate.server_credentials(require_client_certificate=require)
     if not settings.tls_certificate:
         return None
     files = CertificateFiles(settings.tls_certificate, settings.tls_key, settings.tls_client_ca)
     try:
-        return ReloadingCertificate(files).server_credentials(
-            require_client_certificate=settings.tls_require_client_certificate
-        )
+        return ReloadingCertificate(files).server_credentials(require_client_certificate=require)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot serve TLS: {exc}") from exc
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from service_runtime.auth import UserTokenVerifier
 from service_runtime.config import ServerSettings
 from service_runtime.server import RunningServer, ServiceBinding, ServiceProcess
+from service_runtime.tls.held_certificate import HeldCertificate
 
 
 @asynccontextmanager
@@ -18,14 +19,17 @@ async def serving(
     *,
     traced: bool = False,
     settings: ServerSettings | None = None,
+    certificate: HeldCertificate | None = None,
 ) -> AsyncIterator[RunningServer]:
-    """The server on settings (default: plaintext on a free loopback port)."""
+    """The server on settings (default: plaintext on a free loopback port), serving TLS with
+    certificate when given."""
     running = RunningServer(
         ServiceProcess(
             name="test",
             settings=settings or ServerSettings(host="127.0.0.1", port=0),
             authenticator=UserTokenVerifier(jwt_secret),
             services=list(services),
+            certificate=certificate,
         ),
         traced=traced,
     )

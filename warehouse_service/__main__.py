@@ -47,6 +47,7 @@ def build() -> ServiceProcess:
     catalog = settings.catalog_client()
     credentials = UnitCredentials(settings.signing_key, settings.unit_credential_seconds)
     launches = UnitLaunches(db)
+    certificates = settings.unit_certificates()
     supervisor = UnitSupervisor(
         db,
         launcher_named(
@@ -67,6 +68,7 @@ def build() -> ServiceProcess:
         default_cores=settings.unit_default_cores,
         default_memory_mib=settings.unit_default_memory_mib,
         share_unconfined=settings.share_unconfined_units,
+        certificates=certificates,
     )
     # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
     platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""
@@ -160,6 +162,7 @@ def build() -> ServiceProcess:
         supervisor=supervisor,
         tokens=ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
         unit_credentials=credentials,
+        unit_certificates=certificates,
         mode=settings.mode,
     )
     authenticator = mesh_authenticator(

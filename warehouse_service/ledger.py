@@ -52,6 +52,7 @@ from warehouse_service.catalog_client import CatalogClient, CatalogError, Catalo
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role
+from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
@@ -126,9 +127,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         supervisor: UnitSupervisor,
         tokens: execution_tokens.ExecutionTokens,
         unit_credentials: UnitCredentials,
+        unit_certificates: UnitCertificates | None = None,
         mode: CatalogMode = CatalogMode.PER_USER,
     ) -> None:
         self._db = db
+        self._unit_certificates = unit_certificates
         self._tokens = tokens
         self._unit_credentials = unit_credentials
         self._mode = mode
@@ -621,6 +624,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         violations.raise_if_any()
         _same_caller(identity, request.computing_unit_id)
+        certificate_chain = b""
+        if request.certificate_signing_request and self._unit_certificates is not None:
+            certificate_chain = self._unit_certificates.renewed(
+                request.computing_unit_id, request.certificate_signing_request
+            )
         async with self._db.connection() as connection:
             row = await connection.fetchrow(
                 """
@@ -639,6 +647,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         return registry_service_pb2.HeartbeatComputingUnitResponse(
             registration=records.registration(row),
             credential=self._unit_credentials.renewed(identity),
+            certificate_chain=certificate_chain,
         )
 
     async def ListUnitRegistrations(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
 from warehouse_service.db_tls import DATABASE_TLS_MODES, database_ssl
+from warehouse_service.unit_certificates import UnitCertificates
 
 
 @dataclass(frozen=True, repr=False)
@@ -41,7 +43,7 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "UNIT_PORT",
         0,
         "A second gRPC port, for computing units and their executions' Spark tasks, which "
-        "hold no mesh certificate: TLS with the service's certificate but no client "
+        "present no client certificate: TLS with the service's certificate but no client "
         "certificate asked, RegistryService alone, and only the registry's own tokens (units' "
         "credentials, executions' tokens). 0: none. Needs client certificates required on "
         "the main port (else units call that one).",
@@ -172,6 +174,33 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "registration and heartbeat; the first must outlast the unit's start, and each the "
         "registry outages units should ride out. A credential of a launch that ended (the unit "
         "restarted, stopped or was deleted) is refused at once, whatever its age.",
+        scoped=True,
+    )
+    unit_issuer_certificate: str = setting(
+        "UNIT_ISSUER_CERTIFICATE",
+        "",
+        "the PEM certificate chain (its own certificate first) of the CA that issues computing "
+        "units' TLS certificates: an intermediate of the mesh's CA, best constrained to the "
+        "names under unit.texera-lake and to no IP address. Set: every unit is launched with "
+        "a certificate of its own, serves mutual TLS and takes users' calls only from the "
+        "gateway's certificate (the gateway needs TEXERA_LAKE_GATEWAY_UNITS_TLS=true). Empty: "
+        "units serve plaintext.",
+        scoped=True,
+        as_file=True,
+    )
+    unit_issuer_key: str = setting(
+        "UNIT_ISSUER_KEY",
+        "",
+        "the unencrypted PEM private key (EC) of the units' issuer. Required with it.",
+        secret=True,
+        scoped=True,
+        as_file=True,
+    )
+    unit_certificate_seconds: float = setting(
+        "UNIT_CERTIFICATE_SECONDS",
+        3600.0,
+        "How long a computing unit's TLS certificate lives. A unit asks for a new one, for the "
+        "key it keeps, in its heartbeats once half its certificate's life is over.",
         scoped=True,
     )
     execution_token_max_seconds: float = setting(
@@ -322,6 +351,7 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"{self.variable_of('unit_credential_seconds')} must be at least 60 s and four "
                 f"times {self.variable_of('heartbeat_interval_seconds')} (each heartbeat renews it)"
             )
+        self._validate_unit_issuer()
         if self.unit_port and not self.tls_require_client_certificate:
             raise ConfigError(
                 f"{self.variable_of('unit_port')} needs "
@@ -341,6 +371,34 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "
                 "TEXERA_LAKE_WAREHOUSE_UNIT_START_TIMEOUT_SECONDS must be above 0"
             )
+
+    def _validate_unit_issuer(self) -> None:
+        variable = self.variable_of
+        if bool(self.unit_issuer_certificate) != bool(self.unit_issuer_key):
+            raise ConfigError(
+                f"{variable('unit_issuer_certificate')} and {variable('unit_issuer_key')} "
+                "go together"
+            )
+        if self.unit_issuer_certificate and not self.tls_ca_bundle:
+            raise ConfigError(
+                f"{variable('unit_issuer_certificate')} needs {variable('tls_ca_bundle')}: "
+                "units check their callers' certificates against it"
+            )
+        if self.unit_certificate_seconds < max(60.0, 4 * self.heartbeat_interval_seconds):
+            raise ConfigError(
+                f"{variable('unit_certificate_seconds')} must be at least 60 s and four times "
+                f"{variable('heartbeat_interval_seconds')} (heartbeats renew it)"
+            )
+
+    def unit_certificates(self) -> UnitCertificates | None:
+        """The issuer of units' certificates; None when units serve plaintext."""
+        if not self.unit_issuer_certificate:
+            return None
+        return UnitCertificates.from_files(
+            self.unit_issuer_certificate,
+            self.unit_issuer_key,
+            datetime.timedelta(seconds=self.unit_certificate_seconds),
+        )
 
     def _validate_catalog_mode(self) -> None:
         modes = [mode.value for mode in CatalogMode]

@@ -1,6 +1,6 @@
-"""The registry's second port, for the callers that hold no mesh certificate: computing units
-(until they are launched with one) and their executions' Spark tasks (which never will: they
-run beside users' code).
+"""The registry's second port, for the callers that present no client certificate: computing
+units (whose certificate, renewed in memory, serves their own port only) and their executions'
+Spark tasks (which never hold one: they run beside users' code).
 
 gRPC Python cannot make a client certificate optional on a port: one that requires them
 refuses those callers in the handshake. So with client certificates required on the main
@@ -81,8 +81,9 @@ def unit_port(
 
 
 def unit_trust(settings: WarehouseServiceSettings) -> dict[str, str]:
-    """What each launched unit gets to verify the registry's TLS certificate: the registry's
-    own CA bundle, handed over as a file (by the unit's setting name); none without one."""
+    """What each launched unit gets to verify the registry's TLS certificate and, when units
+    are launched with certificates, its callers': the registry's own CA bundle, handed over as
+    a file (by the unit's setting names); none without one."""
     if not settings.tls_ca_bundle:
         return {}
     name = settings.variable_of("tls_ca_bundle")
@@ -91,5 +92,5 @@ def unit_trust(settings: WarehouseServiceSettings) -> dict[str, str]:
     except ValueError as exc:
         raise ConfigError(f"cannot hand units the CA bundle: {exc}") from exc
     # Handed over as the launcher hands secrets: a file of the unit's, named by <variable>_FILE.
-    variable = ComputingUnitSettings.variable_of("tls_ca_bundle").removesuffix("_FILE")
-    return {variable: ca_bundle}
+    uses = ["tls_ca_bundle", *(["tls_client_ca"] if settings.unit_issuer_certificate else [])]
+    return {ComputingUnitSettings.variable_of(use).removesuffix("_FILE"): ca_bundle for use in uses}

@@ -30,6 +30,7 @@ from service_runtime.errors import Resource, ServiceError, failed_precondition, 
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec
 from warehouse_service.db import Connection, Database
 from warehouse_service.leases import lease_lapsed
+from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_launches import UnitLaunches, new_generation
 
@@ -101,18 +102,20 @@ class UnitSupervisor:
         default_cores: int,
         default_memory_mib: int,
         share_unconfined: bool = False,
+        certificates: UnitCertificates | None = None,
     ) -> None:
         self._db = db
         self._launcher = launcher
         self._credentials = credentials
         self._launches = launches
-        self._settings = dict(settings)
+        self._settings = {**settings, **(certificates.unit_settings() if certificates else {})}
         #: Secrets every unit gets besides its own credential (global-sql: the SQL catalog's).
         self._shared_secrets = dict(shared_secrets or {})
         self._idle = idle_seconds
         self._start_timeout = start_timeout_seconds
         self._default_size = (default_cores, default_memory_mib)
         self._share_unconfined = share_unconfined
+        self._certificates = certificates
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._launching: set[asyncio.Task[None]] = set()
         #: Units whose launch is under way (before it holds the unit's lock).
@@ -156,6 +159,7 @@ class UnitSupervisor:
             settings=self._settings,
             secrets={
                 **self._shared_secrets,
+                **(self._certificates.at_launch(unit_id) if self._certificates else {}),
                 CREDENTIAL_SETTING: self._credentials.issue(
                     unit_id, row["owner_user_id"], generation
                 ),

@@ -8,6 +8,7 @@ for a computing unit.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ WAREHOUSE_SERVICE = "warehouse-service"
 RESULT_SERVICE = "result-service"
 #: The first path segment of every computing unit's identity.
 UNIT = "unit"
+#: The DNS domain under which every computing unit's server name lies (see unit_server_name).
+UNIT_DOMAIN = "unit.texera-lake"
 
 #: A path segment as the SPIFFE ID standard allows it (and neither ``.`` nor ``..``).
 _SEGMENT = re.compile(r"^(?!\.\.?$)[A-Za-z0-9._-]+$")
@@ -42,6 +45,15 @@ def service_identity(service: str) -> str:
 def unit_identity(computing_unit_id: str) -> str:
     """The identity of one computing unit: ``spiffe://texera-lake/unit/<unit id>``."""
     return spiffe_id(UNIT, computing_unit_id)
+
+
+def unit_server_name(computing_unit_id: str) -> str:
+    """The DNS name a computing unit's certificate is issued for, and which its clients check
+    (gRPC's ``grpc.ssl_target_name_override``): the unit's certificate is bound to its id, not
+    to an address that another unit may hold next. A hash, since unit ids may hold what a DNS
+    label may not (upper case, ``_``, 64 characters)."""
+    digest = hashlib.sha256(computing_unit_id.encode()).hexdigest()[:32]
+    return f"u{digest}.{UNIT_DOMAIN}"
 
 
 @dataclass(frozen=True)

@@ -74,24 +74,36 @@ class MeshClientTls:
         )
 
 
+def _server_name_options(server_name: str) -> list[tuple[str, Any]]:
+    """The channel option that makes TLS check server_name in place of the target's host."""
+    return [("grpc.ssl_target_name_override", server_name)] if server_name else []
+
+
 def mesh_channel(
     target: str,
     tls: MeshClientTls | None,
     *,
     options: Sequence[tuple[str, Any]] = (),
     interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+    server_name: str = "",
 ) -> grpc.aio.Channel:
     """An asyncio channel to target: TLS with tls, plaintext without. The server's
-    certificate must name target's host (a DNS or IP subject alternative name)."""
+    certificate must name server_name if given (a computing unit's, see
+    authority.unit_server_name), else target's host (a DNS or IP subject alternative name)."""
     if tls is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
     return grpc.aio.secure_channel(
-        target, tls.credentials(), options=options, interceptors=interceptors
+        target,
+        tls.credentials(),
+        options=[*options, *_server_name_options(server_name)],
+        interceptors=interceptors,
     )
 
 
-def blocking_mesh_channel(target: str, tls: MeshClientTls | None) -> grpc.Channel:
-    """A blocking channel to target: TLS with tls, plaintext without."""
+def blocking_mesh_channel(
+    target: str, tls: MeshClientTls | None, *, server_name: str = ""
+) -> grpc.Channel:
+    """A blocking channel to target: TLS with tls, plaintext without (see mesh_channel)."""
     if tls is None:
         return grpc.insecure_channel(target)
-    return grpc.secure_channel(target, tls.credentials())
+    return grpc.secure_channel(target, tls.credentials(), _server_name_options(server_name))

@@ -100,17 +100,29 @@ def load_certificate(files: CertificateFiles) -> LoadedCertificate:
         if files.client_ca
         else None
     )
+    return parse_certificate(chain_pem, key_pem, client_ca_pem, names=files)
+
+
+def parse_certificate(
+    chain_pem: bytes,
+    key_pem: bytes,
+    client_ca_pem: bytes | None,
+    *,
+    names: CertificateFiles = CertificateFiles("the certificate", "its private key", "client CAs"),
+) -> LoadedCertificate:
+    """Checks a chain, its key and the client CAs as load_certificate does; names says what
+    to call each in an error (the files' paths, when read from files)."""
     certificates = "PEM certificates"
     chain = _parsed(
-        x509.load_pem_x509_certificates, chain_pem, files.certificate_chain, certificates
+        x509.load_pem_x509_certificates, chain_pem, names.certificate_chain, certificates
     )
-    key = _parsed(_unencrypted_key, key_pem, files.private_key, "an unencrypted PEM private key")
+    key = _parsed(_unencrypted_key, key_pem, names.private_key, "an unencrypted PEM private key")
     if client_ca_pem is not None:
-        _parsed(x509.load_pem_x509_certificates, client_ca_pem, files.client_ca, certificates)
+        _parsed(x509.load_pem_x509_certificates, client_ca_pem, names.client_ca, certificates)
     if _public_key_der(key) != _public_key_der(chain[0]):
         raise ValueError(
-            f"the private key ({files.private_key}) does not match the certificate "
-            f"({files.certificate_chain})"
+            f"the private key ({names.private_key}) does not match the certificate "
+            f"({names.certificate_chain})"
         )
     configuration = grpc.ssl_server_certificate_configuration(
         [(key_pem, chain_pem)], root_certificates=client_ca_pem
@@ -121,7 +133,26 @@ def load_certificate(files: CertificateFiles) -> LoadedCertificate:
     return LoadedCertificate(configuration, chain[0], digest.digest())
 
 
-def _log_loaded(certificate: x509.Certificate, event: str) -> None:
+def dynamic_credentials(
+    initial: LoadedCertificate,
+    fetch: Callable[[], grpc.ServerCertificateConfiguration | None],
+    *,
+    require_client_certificate: bool,
+) -> grpc.ServerCredentials:
+    """Server credentials that serve initial, then whatever fetch returns (None: no change),
+    which gRPC calls before each handshake; with require_client_certificate, a client without
+    a certificate from the client CAs is refused during the handshake."""
+    # grpc takes None from the fetcher for "no change"; its type stubs do not say so.
+    fetcher = cast("Callable[[], grpc.ServerCertificateConfiguration]", fetch)
+    return grpc.dynamic_ssl_server_credentials(
+        initial.configuration,
+        fetcher,
+        require_client_authentication=require_client_certificate,
+    )
+
+
+def log_loaded(certificate: x509.Certificate, event: str) -> None:
+    """Logs a certificate now served: its serial and expiry, a warning if it is not valid."""
     now = datetime.datetime.now(datetime.UTC)
     facts = {
         "serial": f"{certificate.serial_number:x}",
@@ -143,7 +174,7 @@ class ReloadingCertificate:
         self._lock = threading.Lock()
         self._stamp, self._current = self._read()
         self._last_failure = ""
-        _log_loaded(self._current.certificate, "TLS certificate loaded")
+        log_loaded(self._current.certificate, "TLS certificate loaded")
 
     @property
     def current(self) -> LoadedCertificate:
@@ -155,12 +186,8 @@ class ReloadingCertificate:
         refused during the handshake."""
         if require_client_certificate and not self.files.client_ca:
             raise ValueError("requiring client certificates needs the client CAs' file")
-        # grpc takes None from the fetcher for "no change"; its type stubs do not say so.
-        fetcher = cast("Callable[[], grpc.ServerCertificateConfiguration]", self.fetch)
-        return grpc.dynamic_ssl_server_credentials(
-            self._current.configuration,
-            fetcher,
-            require_client_authentication=require_client_certificate,
+        return dynamic_credentials(
+            self._current, self.fetch, require_client_certificate=require_client_certificate
         )
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
@@ -179,7 +206,7 @@ class ReloadingCertificate:
             if loaded.digest == self._current.digest:
                 return None
             self._current = loaded
-            _log_loaded(loaded.certificate, "TLS certificate reloaded")
+            log_loaded(loaded.certificate, "TLS certificate reloaded")
             return loaded.configuration
 
     def _read(self) -> tuple[FileStamp, LoadedCertificate]:

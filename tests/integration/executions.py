@@ -119,7 +119,7 @@ def unit_as(stack: Stack, user_id: str) -> UnitClient:
     unit = stack.unit_for(SHARED_UNIT_OWNER)
     if user_id != SHARED_UNIT_OWNER:
         share_unit(stack, unit.unit_id, SHARED_UNIT_OWNER, user_id)
-    channel = grpc.insecure_channel(unit.target)
+    channel = stack.unit_channel(unit)
     return UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
         stack.unit_call_metadata(user_id, unit.unit_id),
@@ -131,7 +131,7 @@ def unit_as(stack: Stack, user_id: str) -> UnitClient:
 def own_unit_client(stack: Stack, user_id: str) -> tuple[UnitClient, int]:
     """A client of user_id's default unit (started if it is not running), and its pid."""
     unit = stack.unit_for(user_id)
-    channel = grpc.insecure_channel(unit.target)
+    channel = stack.unit_channel(unit)
     client = UnitClient(
         execution_service_pb2_grpc.ExecutionServiceStub(channel),
         stack.unit_call_metadata(user_id, unit.unit_id),

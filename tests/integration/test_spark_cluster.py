@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
 from embedded_stack.settings import StackSettings
@@ -57,7 +56,7 @@ def test_an_execution_runs_on_both_workers_of_the_cluster(
     warehouse = create_warehouse(user(stack, "clustered"), stack.provision_bucket("clustered"))
     unit = stack.unit_for("clustered")
     client = UnitClient(
-        execution_service_pb2_grpc.ExecutionServiceStub(grpc.insecure_channel(unit.target)),
+        execution_service_pb2_grpc.ExecutionServiceStub(stack.unit_channel(unit)),
         stack.unit_call_metadata("clustered", unit.unit_id),
         unit.unit_id,
         "clustered",

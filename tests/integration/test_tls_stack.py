@@ -1,12 +1,15 @@
 """The embedded stack in TLS mode, with real processes: the gateway serves TLS, the registry and
 the result service mutual TLS with their caller rules, and the services call each other over
-mutual TLS. A user's workflow runs through the gateway over TLS, long enough that its Spark
+mutual TLS, and computing units serve mutual TLS with certificates the registry issued at
+their launch. A user's workflow runs through the gateway over TLS, long enough that its Spark
 tasks renew their storage credentials at the registry's unit port (three-second credentials,
-a commit after every wave of tasks); what is not the mesh's is refused.
+a commit after every wave of tasks); another outlives its unit's certificate and credential
+(one minute each), renewed in the unit's heartbeats; what is not the mesh's is refused.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import stat
 import subprocess
@@ -14,24 +17,38 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from cryptography import x509
 
 from embedded_stack.settings import StackSettings
-from embedded_stack.stack import Stack
+from embedded_stack.stack import Stack, UnitHandle
 from embedded_stack.state_files import ENDPOINTS_FILE
 from service_runtime.health_probe import probe
 from service_runtime.tls.authority import SERVICE_LIFETIME, MeshAuthority
-from service_runtime.tls.identity import GATEWAY, service_identity
+from service_runtime.tls.identity import (
+    GATEWAY,
+    service_identity,
+    unit_identity,
+    unit_server_name,
+)
 from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import sleeping_udf, workflow
 from tests.integration.mesh import BIN, bearer, reason, refused
 from tests.integration.people import person
+from tests.unit.tls_files import CertificatePaths, served_certificate
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
-from texera.lake.v1 import execution_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
+from texera.lake.v1 import (
+    execution_pb2,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+    warehouse_service_pb2,
+    warehouse_service_pb2_grpc,
+)
 
 pytestmark = pytest.mark.integration
 
 ROWS = 4000
+UNIT_CERTIFICATE_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +58,9 @@ def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         **TEST_STACK_ENV,
         "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": "3",
         "TEXERA_LAKE_CU_COMMIT_INTERVAL_SECONDS": "0",  # a commit after every wave of tasks
+        # The shortest lives the registry allows: executions below outlive them.
+        "TEXERA_LAKE_WAREHOUSE_UNIT_CERTIFICATE_SECONDS": str(UNIT_CERTIFICATE_SECONDS),
+        "TEXERA_LAKE_WAREHOUSE_UNIT_CREDENTIAL_SECONDS": str(UNIT_CERTIFICATE_SECONDS),
     }
     with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
@@ -163,3 +183,87 @@ def test_grpcurl_lists_the_gateways_services_with_the_stacks_ca(tls_stack: Stack
     ).stdout.split()
     assert "texera.lake.v1.ExecutionService" in listed
     assert "texera.lake.v1.WarehouseService" in listed
+
+
+def _served_to_the_gateway(stack: Stack, unit: UnitHandle) -> x509.Certificate:
+    """The certificate a new connection to the unit is served, as the gateway connects."""
+    assert stack.tls is not None
+    gateway = stack.tls.certificates["gateway"]
+    host, port = unit.target.rsplit(":", 1)
+    return served_certificate(
+        int(port),
+        stack.tls.ca_file,
+        server_name=unit_server_name(unit.unit_id),
+        client=CertificatePaths(gateway.certificate, gateway.key),
+        host=host,
+    )
+
+
+def test_a_unit_serves_mutual_tls_taking_users_calls_from_the_gateway_alone(
+    tls_stack: Stack,
+) -> None:
+    alice = person(tls_stack, "tls-unit")
+    unit = tls_stack.unit_for(alice.user_id)
+    certificate = _served_to_the_gateway(tls_stack, unit)
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.UniformResourceIdentifier) == [
+        unit_identity(unit.unit_id)
+    ]
+    assert names.get_values_for_type(x509.IPAddress) == []
+    life = certificate.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    assert life <= datetime.timedelta(seconds=UNIT_CERTIFICATE_SECONDS)
+    assert probe(unit.target, timeout=10) == "UNREACHABLE (UNAVAILABLE)"  # plaintext
+    request = execution_service_pb2.GetExecutionRequest(execution_id="no-such-execution")
+    metadata = tls_stack.unit_call_metadata(alice.user_id, unit.unit_id)
+    with tls_stack.unit_channel(unit) as channel:  # as the gateway: heard, and not found
+        stub = execution_service_pb2_grpc.ExecutionServiceStub(channel)
+        error = refused(lambda: stub.GetExecution(request, metadata=metadata, timeout=30))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+    as_result_service = blocking_mesh_channel(
+        unit.target,
+        tls_stack.client_tls("result-service"),
+        server_name=unit_server_name(unit.unit_id),
+    )
+    with as_result_service as channel:
+        stub = execution_service_pb2_grpc.ExecutionServiceStub(channel)
+        error = refused(lambda: stub.GetExecution(request, metadata=metadata, timeout=30))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert reason(error) == "PEER_NOT_ALLOWED"
+    # The gateway meaning another unit at this address: refused in the handshake.
+    another = blocking_mesh_channel(
+        unit.target, tls_stack.client_tls(), server_name=unit_server_name("cu-another")
+    )
+    with another as channel:
+        stub = execution_service_pb2_grpc.ExecutionServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as handshake:
+            stub.GetExecution(request, metadata=metadata, timeout=10)
+    assert handshake.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_an_execution_outlives_its_units_certificate_and_credential(tls_stack: Stack) -> None:
+    bob = person(tls_stack, "tls-long")
+    unit = tls_stack.unit_for(bob.user_id)
+    first = _served_to_the_gateway(tls_stack, unit)
+    seconds = UNIT_CERTIFICATE_SECONDS + 10
+    flow = workflow(
+        [
+            {"operator_id": "n", "range_source": {"end": 10, "partitions": 1}},
+            {
+                "operator_id": "slow",
+                "input_operator_ids": ["n"],
+                "python_udf": sleeping_udf(seconds),
+                "materialize": True,
+            },
+        ]
+    )
+    submitted = bob.executions.submit(bob.warehouse_id, flow, computing_unit_id=unit.unit_id)
+    execution = bob.executions.finish(submitted.execution_id, timeout=seconds + 120)
+    assert execution.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, execution.error
+    assert execution.outputs[0].row_count == 10
+    now = datetime.datetime.now(datetime.UTC)
+    assert first.not_valid_after_utc < now  # the unit's first certificate is over
+    renewed = _served_to_the_gateway(tls_stack, unit)  # a new handshake: taken
+    assert renewed.public_key() == first.public_key()  # renewed for the key it kept
+    assert renewed.not_valid_before_utc <= now < renewed.not_valid_after_utc
+    page = bob.results.page(execution.execution_id, "slow", page_size=10)
+    assert len(page.rows) == 10

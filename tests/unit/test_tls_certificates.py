@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from service_runtime.tls.authority import UNIT_LIFETIME, MeshAuthority
+from service_runtime.tls.authority import CLOCK_SKEW, SERVICE_LIFETIME, MeshAuthority
 from service_runtime.tls.files import write_atomically
 from service_runtime.tls.identity import (
     AllowedPeers,
@@ -55,7 +55,7 @@ def test_an_issued_certificate_names_its_identity_hosts_and_both_ends_of_a_conne
     authority = MeshAuthority.create()
     issued = authority.issue(
         unit_identity("cu-1"),
-        lifetime=UNIT_LIFETIME,
+        lifetime=SERVICE_LIFETIME,
         dns_names=["cu-1.units.svc"],
         ip_addresses=[ipaddress.IPv4Address("10.0.0.7")],
     )
@@ -69,9 +69,21 @@ def test_an_issued_certificate_names_its_identity_hosts_and_both_ends_of_a_conne
     usages = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert set(usages) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
     assert not certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    # Valid from a little before it was issued, for clocks behind this one, for its lifetime.
     lifetime = certificate.not_valid_after_utc - certificate.not_valid_before_utc
-    assert lifetime == UNIT_LIFETIME
+    assert lifetime == SERVICE_LIFETIME + CLOCK_SKEW
     certificate.verify_directly_issued_by(authority.authority.certificate)
+
+
+def test_a_short_lived_certificate_is_valid_from_its_issue_for_its_lifetime() -> None:
+    issued_at = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        MeshAuthority.create()
+        .issue(unit_identity("cu-1"), lifetime=datetime.timedelta(seconds=60))
+        .certificate
+    )
+    assert certificate.not_valid_before_utc <= issued_at - datetime.timedelta(seconds=14)
+    assert certificate.not_valid_after_utc >= issued_at + datetime.timedelta(seconds=59)
 
 
 def test_certificates_outside_their_validity_can_be_issued() -> None:
@@ -88,7 +100,7 @@ def test_keys_are_written_for_their_owner_alone_and_certificates_for_all(
     tmp_path: Path,
 ) -> None:
     authority = MeshAuthority.create()
-    authority.issue(service_identity("gateway"), lifetime=UNIT_LIFETIME).write(
+    authority.issue(service_identity("gateway"), lifetime=SERVICE_LIFETIME).write(
         tmp_path / "gateway.pem", tmp_path / "gateway.key"
     )
     authority.write_bundle(tmp_path / "ca.pem")

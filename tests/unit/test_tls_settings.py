@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from cu_service.__main__ import held_certificate
 from cu_service.settings import ComputingUnitSettings
 from gateway.settings import GatewaySettings
 from service_runtime.config import ConfigError, ServerSettings
+from service_runtime.tls.mesh_client import MeshClientTls
 from tests.unit.tls_files import MeshFiles
 
 PREFIX = "TEXERA_LAKE_GATEWAY_TLS_"
@@ -111,12 +113,28 @@ def test_a_certificate_without_its_key_is_refused(mesh: MeshFiles) -> None:
         ServerSettings.validate(settings)
 
 
-def test_computing_units_do_not_serve_tls_yet(mesh: MeshFiles) -> None:
+def test_a_unit_holds_its_certificate_in_memory_and_presents_none_of_it_as_a_client(
+    mesh: MeshFiles,
+) -> None:
     server = mesh.issue("unit")
     settings = ComputingUnitSettings(
         credential="unit-credential",
         tls_certificate=str(server.certificate),
         tls_key=str(server.key),
+        tls_client_ca=str(mesh.ca_bundle),
+        tls_require_client_certificate=True,
+        tls_ca_bundle=str(mesh.ca_bundle),
     )
-    with pytest.raises(ConfigError, match="TEXERA_LAKE_CU_TLS_CERTIFICATE_FILE"):
-        settings.validate()
+    settings.validate()
+    held = held_certificate(settings)
+    assert held is not None
+    served = held.certificate.serial_number
+    server.key.unlink()  # as the unit removes its secret files before users' code runs
+    server.certificate.unlink()
+    held.server_credentials(require_client_certificate=True)
+    assert held.certificate.serial_number == served
+    # Its serving certificate is renewed in memory: a copy for its calls would go stale.
+    assert settings.client_certificate == ("", "")
+    tls = MeshClientTls.from_settings(settings)
+    assert tls is not None
+    assert tls.private_key is None

@@ -5,6 +5,7 @@ registry says lapsed does that; registering waits for a registry that cannot ans
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 from typing import Any, cast
 
@@ -16,7 +17,11 @@ from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
 from service_runtime.errors import ServiceError
 from service_runtime.retry import RetryPolicy
+from service_runtime.tls.authority import MeshAuthority
+from service_runtime.tls.held_certificate import HeldCertificate
+from service_runtime.tls.identity import UNIT_DOMAIN
 from texera.lake.internal.v1 import registry_service_pb2
+from warehouse_service.unit_certificates import UnitCertificates
 
 QUICK = RetryPolicy(
     window_seconds=float("inf"), first_wait_seconds=0.001, longest_wait_seconds=0.01
@@ -38,11 +43,23 @@ class Registry:
         #: workers_confined of each registration made.
         self.confined: list[bool] = []
         self.unit_id = "cu-1"
+        #: Issues units' certificates when set; the signing requests heartbeats carried.
+        self.issuer: UnitCertificates | None = None
+        self.signing_requests: list[bytes] = []
 
-    async def heartbeat(self, running: int, queued: int) -> None:
+    async def heartbeat(
+        self, running: int, queued: int, *, certificate_signing_request: bytes = b""
+    ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
         self.beats += 1
         if self.heartbeats and (failure := self.heartbeats.pop(0)) is not None:
             raise failure
+        response = registry_service_pb2.HeartbeatComputingUnitResponse()
+        if certificate_signing_request:
+            self.signing_requests.append(certificate_signing_request)
+            if self.issuer is not None:
+                chain = self.issuer.renewed(self.unit_id, certificate_signing_request)
+                response.certificate_chain = chain
+        return response
 
     async def register(
         self, endpoint: str, capacity: int, *, workers_confined: bool
@@ -70,7 +87,12 @@ class Manager:
         self.cancelled.append(reason)
 
 
-async def beat_until(registry: Registry, manager: Manager, beats: int) -> None:
+async def beat_until(
+    registry: Registry,
+    manager: Manager,
+    beats: int,
+    certificate: HeldCertificate | None = None,
+) -> None:
     thread = HeartbeatThread(
         lambda: cast(RegistryClient, registry),
         cast(ExecutionManager, manager),
@@ -78,6 +100,7 @@ async def beat_until(registry: Registry, manager: Manager, beats: int) -> None:
         4,
         interval=0.001,
         workers_confined=True,
+        certificate=certificate,
     )
     thread.start()
     deadline = time.monotonic() + 10
@@ -135,3 +158,38 @@ async def test_registering_refused_for_good_is_raised() -> None:
             cast(RegistryClient, registry), "127.0.0.1:1", 4, QUICK, workers_confined=True
         )
     assert raised.value.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def _unit_certificate(lifetime: datetime.timedelta) -> tuple[UnitCertificates, HeldCertificate]:
+    """A registry's issuer, and the certificate a unit it launched holds."""
+    root = MeshAuthority.create()
+    issuer = UnitCertificates(
+        root.issue_authority("units", lifetime=lifetime * 10, dns_domain=UNIT_DOMAIN), lifetime
+    )
+    handed = issuer.at_launch("cu-1")
+    held = HeldCertificate(
+        handed["TEXERA_LAKE_CU_TLS_CERTIFICATE"].encode(),
+        handed["TEXERA_LAKE_CU_TLS_KEY"].encode(),
+        root.certificate_pem,
+    )
+    return issuer, held
+
+
+async def test_a_certificate_past_half_its_life_is_renewed_by_a_heartbeat() -> None:
+    issuer, held = _unit_certificate(datetime.timedelta(seconds=0.4))
+    first = held.certificate.serial_number
+    registry = Registry()
+    registry.issuer = issuer
+    await asyncio.sleep(0.35)  # past half its life (which starts a quarter earlier)
+    await beat_until(registry, Manager(), 3, held)
+    assert registry.signing_requests  # asked for, with the key it keeps
+    assert held.certificate.serial_number != first
+    assert held.fetch() is not None  # served from the next handshake on
+
+
+async def test_a_certificate_with_half_its_life_left_is_not_asked_for() -> None:
+    issuer, held = _unit_certificate(datetime.timedelta(hours=1))
+    registry = Registry()
+    registry.issuer = issuer
+    await beat_until(registry, Manager(), 5, held)
+    assert registry.signing_requests == []

@@ -21,6 +21,7 @@ from service_runtime.auth import bearer, mint_token
 from service_runtime.config import ServerSettings
 from service_runtime.server import RunningServer
 from service_runtime.tls.authority import SERVICE_LIFETIME, MeshAuthority
+from service_runtime.tls.held_certificate import HeldCertificate
 from service_runtime.tls.identity import service_identity
 from service_runtime.tls.mesh_client import MeshClientTls
 from service_runtime.tls.peers import peer_identity
@@ -93,11 +94,14 @@ async def _who_am_i(request: bytes, call: Any) -> bytes:
 
 
 @asynccontextmanager
-async def tls_server(settings: ServerSettings, jwt_secret: str) -> AsyncIterator[RunningServer]:
-    """The real RunningServer on settings, answering WHO_AM_I with the caller's identity."""
+async def tls_server(
+    settings: ServerSettings, jwt_secret: str, certificate: HeldCertificate | None = None
+) -> AsyncIterator[RunningServer]:
+    """The real RunningServer on settings (with certificate, if given, in place of the
+    settings' files), answering WHO_AM_I with the caller's identity."""
     service = binding(WAREHOUSES, lambda method: _who_am_i, Admission(RateLimiter(1e6, 10**6)))
-    async with serving([service], jwt_secret, settings=settings) as running:
-        yield running
+    async with serving([service], jwt_secret, settings=settings, certificate=certificate) as server:
+        yield server
 
 
 def tls_channel(
@@ -121,13 +125,23 @@ async def who_am_i(channel: grpc.aio.Channel, jwt_secret: str) -> str:
     return response.decode()
 
 
-def served_certificate(port: int, ca_bundle: Path) -> x509.Certificate:
-    """The certificate a new TLS connection to port is served (blocking)."""
+def served_certificate(
+    port: int,
+    ca_bundle: Path,
+    *,
+    server_name: str = "localhost",
+    client: CertificatePaths | None = None,
+    host: str = "127.0.0.1",
+) -> x509.Certificate:
+    """The certificate a new TLS connection to host:port is served, checked against
+    ca_bundle and server_name, presenting client's certificate if given (blocking)."""
     context = ssl.create_default_context(cafile=str(ca_bundle))
     context.set_alpn_protocols(["h2"])
+    if client is not None:
+        context.load_cert_chain(client.certificate, client.key)
     with (
-        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
-        context.wrap_socket(raw, server_hostname="localhost") as connection,
+        socket.create_connection((host, port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=server_name) as connection,
     ):
         der = connection.getpeercert(binary_form=True)
     assert der is not None

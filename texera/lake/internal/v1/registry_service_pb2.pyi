@@ -618,22 +618,30 @@ class HeartbeatComputingUnitRequest(_message.Message):
     COMPUTING_UNIT_ID_FIELD_NUMBER: _builtins.int
     RUNNING_EXECUTIONS_FIELD_NUMBER: _builtins.int
     QUEUED_EXECUTIONS_FIELD_NUMBER: _builtins.int
+    CERTIFICATE_SIGNING_REQUEST_FIELD_NUMBER: _builtins.int
     computing_unit_id: _builtins.str
     """Identifier of the unit. Required."""
     running_executions: _builtins.int
     """Executions running now."""
     queued_executions: _builtins.int
     """Executions waiting now."""
+    certificate_signing_request: _builtins.bytes
+    """A PEM certificate signing request for the key of the unit's TLS certificate,
+    sent once half the certificate's life is over. The registry answers with a new
+    certificate for that key if it issues units' certificates; whatever the request
+    asks for, the certificate names this unit alone. Optional.
+    """
     def __init__(
         self,
         *,
         computing_unit_id: _builtins.str = ...,
         running_executions: _builtins.int = ...,
         queued_executions: _builtins.int = ...,
+        certificate_signing_request: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "queued_executions", b"queued_executions", "running_executions", b"running_executions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_signing_request", b"certificate_signing_request", "computing_unit_id", b"computing_unit_id", "queued_executions", b"queued_executions", "running_executions", b"running_executions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -647,9 +655,15 @@ class HeartbeatComputingUnitResponse(_message.Message):
 
     REGISTRATION_FIELD_NUMBER: _builtins.int
     CREDENTIAL_FIELD_NUMBER: _builtins.int
+    CERTIFICATE_CHAIN_FIELD_NUMBER: _builtins.int
     credential: _builtins.str
     """Output only. A fresh credential of the unit's launch, for its calls from now on:
     credentials live minutes, and each heartbeat renews the unit's. Secret.
+    """
+    certificate_chain: _builtins.bytes
+    """Output only. The unit's new TLS certificate (PEM), then the issuers between it
+    and the mesh's CA, when the request carried a signing request and this registry
+    issues units' certificates; empty otherwise.
     """
     @_builtins.property
     def registration(self) -> Global___UnitRegistration:
@@ -660,10 +674,11 @@ class HeartbeatComputingUnitResponse(_message.Message):
         *,
         registration: Global___UnitRegistration | None = ...,
         credential: _builtins.str = ...,
+        certificate_chain: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "registration", b"registration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_chain", b"certificate_chain", "credential", b"credential", "registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
