@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-import grpc
 import pyarrow as pa
 from pyarrow import flight
 from pyiceberg.table import Table
@@ -80,10 +79,10 @@ class Readers:
         self.table = table
         self.calls = metadata(stack, "result-service")
         self.gateway_calls = metadata(stack, "gateway")
-        channel = grpc.insecure_channel(stack.target("result-service"))
+        channel = stack.channel("result-service")
         self.stub = result_service_pb2_grpc.ResultServiceStub(channel)
         self.direct = ResultStream(channel)
-        self.gateway = ResultStream(grpc.insecure_channel(stack.target("gateway")))
+        self.gateway = ResultStream(stack.channel("gateway", presenting=None))
         self.reference = flight.connect(f"grpc://127.0.0.1:{flight_port}")
         self.whole = result_service_pb2.StreamResultRequest(
             execution_id=execution_id, operator_id=operator_id

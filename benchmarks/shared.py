@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import psutil
 from google.protobuf import json_format
 from pyiceberg.catalog.rest import RestCatalog
@@ -91,9 +90,7 @@ def plan(rows: int, columns: Sequence[dict[str, str]] = FOUR_COLUMNS) -> workflo
 
 
 def create_warehouse(stack: Stack, grant: BucketGrant) -> warehouse_pb2.Warehouse:
-    stub = warehouse_service_pb2_grpc.WarehouseServiceStub(
-        grpc.insecure_channel(stack.target("warehouse-service"))
-    )
+    stub = warehouse_service_pb2_grpc.WarehouseServiceStub(stack.channel("warehouse-service"))
     request = create_warehouse_request(grant, name="benchmark")
     return stub.CreateWarehouse(
         request, metadata=metadata(stack, "warehouse-service"), timeout=60
@@ -110,12 +107,13 @@ class Lake:
 
 
 @contextlib.contextmanager
-def lake(service_env: dict[str, str] | None = None) -> Iterator[Lake]:
-    """The embedded stack in a temporary folder, its services run with service_env."""
+def lake(service_env: dict[str, str] | None = None, *, tls: bool = True) -> Iterator[Lake]:
+    """The embedded stack in a temporary folder, its services run with service_env; over
+    TLS, as by default, unless tls is False."""
     with (
         tempfile.TemporaryDirectory() as state,
         Stack(
-            StackSettings(state_dir=state), ephemeral_ports=True, service_env=service_env
+            StackSettings(state_dir=state, tls=tls), ephemeral_ports=True, service_env=service_env
         ) as stack,
     ):
         grant = stack.provision_bucket(USER)
@@ -126,7 +124,7 @@ def run_execution(
     stack: Stack, warehouse_id: str, flow: workflow_pb2.Workflow
 ) -> tuple[float, execution_pb2.Execution]:
     stub = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.target("gateway"))
+        stack.channel("gateway", presenting=None)
     )
     started = time.perf_counter()
     submitted = stub.SubmitExecution(

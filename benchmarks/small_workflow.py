@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pyspark.sql import SparkSession
@@ -55,7 +54,7 @@ class Client:
     """The user's calls through the gateway: submit, watch to the end, read the first page."""
 
     def __init__(self, stack: Stack, warehouse_id: str) -> None:
-        channel = grpc.insecure_channel(stack.target("gateway"))
+        channel = stack.channel("gateway", presenting=None)
         self._executions = execution_service_pb2_grpc.ExecutionServiceStub(channel)
         self._results = result_service_pb2_grpc.ResultServiceStub(channel)
         self._user = metadata(stack, "gateway")

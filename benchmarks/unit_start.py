@@ -89,7 +89,7 @@ def main() -> None:
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
     ):
-        channel = grpc.insecure_channel(stack.target("gateway"))
+        channel = stack.channel("gateway", presenting=None)
         cold, warm_running, warm_done = [], [], []
         submitter = None
         for run in range(args.cold_runs):

@@ -23,7 +23,6 @@ import time
 import uuid
 
 import asyncpg
-import grpc
 
 from benchmarks.shared import create_warehouse, metadata
 from embedded_stack.settings import StackSettings
@@ -73,9 +72,7 @@ def main() -> None:
         tempfile.TemporaryDirectory() as state,
         Stack(StackSettings(state_dir=state), ephemeral_ports=True) as stack,
     ):
-        stub = warehouse_service_pb2_grpc.WarehouseServiceStub(
-            grpc.insecure_channel(stack.target("warehouse-service"))
-        )
+        stub = warehouse_service_pb2_grpc.WarehouseServiceStub(stack.channel("warehouse-service"))
         who = metadata(stack, "warehouse-service")
 
         def usage(warehouse_id: str) -> usage_pb2.WarehouseUsage:

@@ -48,19 +48,17 @@ class StackTls:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(mode=0o700, parents=True)
         self.folder = folder
-        authority = MeshAuthority.create(common_name="texera-lake embedded stack CA")
+        self._authority = authority = MeshAuthority.create(
+            common_name="texera-lake embedded stack CA"
+        )
         authority.write_bundle(self.ca_file)
-        names, addresses = _names_of(host)
+        self._names = _names_of(host)
         self.certificates: dict[str, CertificateFiles] = {}
         for service in services:
-            files = CertificateFiles(folder / f"{service}.pem", folder / f"{service}-key.pem")
-            authority.issue(
-                service_identity(service),
-                lifetime=SERVICE_LIFETIME,
-                dns_names=names,
-                ip_addresses=addresses,
-            ).write(files.certificate, files.key)
-            self.certificates[service] = files
+            self.certificates[service] = CertificateFiles(
+                folder / f"{service}.pem", folder / f"{service}-key.pem"
+            )
+            self.rotate(service)
         self.unit_issuer = CertificateFiles(
             folder / "unit-issuer.pem", folder / "unit-issuer-key.pem"
         )
@@ -70,6 +68,21 @@ class StackTls:
             dns_domain=UNIT_DOMAIN,
         )
         issuer.authority.write(self.unit_issuer.certificate, self.unit_issuer.key)
+
+    def rotate(self, service: str) -> int:
+        """Issues service a new certificate and key and writes them over its files (the key
+        first, each file replaced whole: the service serves the new pair from its next
+        handshake); the new certificate's serial."""
+        names, addresses = self._names
+        files = self.certificates[service]
+        issued = self._authority.issue(
+            service_identity(service),
+            lifetime=SERVICE_LIFETIME,
+            dns_names=names,
+            ip_addresses=addresses,
+        )
+        issued.write(files.certificate, files.key)
+        return issued.certificate.serial_number
 
     @property
     def ca_file(self) -> Path:

@@ -9,9 +9,10 @@ once there are many users, so memory stays bounded.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 
 @dataclass
@@ -31,24 +32,18 @@ class RateLimiter:
     ) -> None:
         self.rate = rate
         self.burst = burst
-        self._max_users = max_users
         self._clock = clock
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        #: The least recently used buckets beyond max_users are dropped (they come back full).
+        self._buckets: LRUCache[str, _Bucket] = LRUCache(maxsize=max_users)
 
     def admit(self, user_id: str) -> float:
         """0 if the user's call may go ahead (and counts it), else seconds until one may."""
         now = self._clock()
-        bucket = self._buckets.pop(user_id, None) or _Bucket(float(self.burst), now)
+        bucket = self._buckets.get(user_id) or _Bucket(float(self.burst), now)
         bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
         bucket.updated = now
-        self._buckets[user_id] = bucket  # most recently used last
-        self._forget_idle()
+        self._buckets[user_id] = bucket
         if bucket.tokens >= 1:
             bucket.tokens -= 1
             return 0.0
         return (1 - bucket.tokens) / self.rate
-
-    def _forget_idle(self) -> None:
-        """Drops the least recently used buckets beyond max_users (they come back full)."""
-        while len(self._buckets) > self._max_users:
-            self._buckets.popitem(last=False)

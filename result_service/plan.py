@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
+from cachetools import LRUCache
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
 from pyiceberg.manifest import DataFile, DataFileContent
@@ -88,19 +88,15 @@ class PlanCache:
     """Plans by (table, snapshot, filter), least recently used first out; thread-safe."""
 
     def __init__(self, max_entries: int) -> None:
-        self._max_entries = max_entries
-        self._plans: OrderedDict[tuple[str, int, str], ScanPlan] = OrderedDict()
+        self._plans: LRUCache[tuple[str, int, str], ScanPlan] = LRUCache(maxsize=max_entries)
         self._lock = threading.Lock()
 
     def plan(self, table: Table, snapshot: Snapshot, row_filter: BooleanExpression) -> ScanPlan:
         key = (str(table.metadata.table_uuid), snapshot.snapshot_id, repr(row_filter))
         with self._lock:
             if (cached := self._plans.get(key)) is not None:
-                self._plans.move_to_end(key)
                 return cached
         planned = plan_scan(table, snapshot, row_filter)
         with self._lock:
             self._plans[key] = planned
-            while len(self._plans) > self._max_entries:
-                self._plans.popitem(last=False)
         return planned

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import abc
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import jwt
+from cachetools import LRUCache
 
 from service_runtime.config import MIN_SECRET_LENGTH
 
@@ -136,8 +136,7 @@ class Verifier(abc.ABC):
 
     def __init__(self, *, leeway_seconds: float = 0.0, remembered: int = 10_000) -> None:
         self._leeway = leeway_seconds
-        self._remembered = remembered
-        self._verified: OrderedDict[str, tuple[Identity, float]] = OrderedDict()
+        self._verified: LRUCache[str, tuple[Identity, float]] = LRUCache(maxsize=remembered)
 
     def verify(self, authorization: str | None) -> Identity:
         """Verifies an ``authorization`` header value; raises AuthenticationError."""
@@ -150,12 +149,9 @@ class Verifier(abc.ABC):
             if time.time() >= expires + self._leeway:
                 del self._verified[token]
                 raise AuthenticationError("token has expired", "TOKEN_EXPIRED")
-            self._verified.move_to_end(token)
             return identity
         identity, expires = self._decode(token)
         self._verified[token] = (identity, expires)
-        if len(self._verified) > self._remembered:
-            self._verified.popitem(last=False)
         return identity
 
     def authenticate(self, authorization: str | None, on_behalf: str | None) -> Identity:

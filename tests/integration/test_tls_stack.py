@@ -13,6 +13,8 @@ import datetime
 import json
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -267,3 +269,56 @@ def test_an_execution_outlives_its_units_certificate_and_credential(tls_stack: S
     assert renewed.not_valid_before_utc <= now < renewed.not_valid_after_utc
     page = bob.results.page(execution.execution_id, "slow", page_size=10)
     assert len(page.rows) == 10
+
+
+def test_the_gateways_certificate_rotates_while_clients_call_with_no_failed_call(
+    tls_stack: Stack,
+) -> None:
+    """The gateway process reads its rotated files before its next handshake; calls over a
+    connection opened before, and over new connections, all succeed throughout."""
+    assert tls_stack.tls is not None
+    ca_file = tls_stack.tls.ca_file
+    port = int(tls_stack.target("gateway").rsplit(":", 1)[1])
+    metadata = bearer(tls_stack.token("tls-rotation"))
+    request = warehouse_service_pb2.ListWarehousesRequest()
+    stop = threading.Event()
+    failures: list[grpc.RpcError] = []
+    calls = {"kept open": 0, "new connections": 0}
+
+    def call_until_stopped(kind: str) -> None:
+        kept = tls_stack.channel("gateway", presenting=None)
+        while not stop.is_set():
+            channel = kept if kind == "kept open" else tls_stack.channel("gateway", presenting=None)
+            try:
+                warehouse_service_pb2_grpc.WarehouseServiceStub(channel).ListWarehouses(
+                    request, metadata=metadata, timeout=30
+                )
+                calls[kind] += 1
+            except grpc.RpcError as error:
+                failures.append(error)
+            finally:
+                if channel is not kept:
+                    channel.close()
+            time.sleep(0.02)  # within the gateway's rate limit for one user
+        kept.close()
+
+    before = served_certificate(port, ca_file).serial_number
+    callers = [threading.Thread(target=call_until_stopped, args=(kind,)) for kind in calls]
+    for caller in callers:
+        caller.start()
+    try:
+        time.sleep(1)
+        rotated = tls_stack.tls.rotate("gateway")
+        deadline = time.monotonic() + 30
+        while (served := served_certificate(port, ca_file).serial_number) != rotated:
+            assert time.monotonic() < deadline, "the rotated certificate was never served"
+            time.sleep(0.1)
+        time.sleep(1)  # calls go on over the old connection and new ones
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join(60)
+    assert before != served
+    assert failures == []
+    assert calls["kept open"] > 5
+    assert calls["new connections"] > 5
