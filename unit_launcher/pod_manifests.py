@@ -184,9 +184,19 @@ def unit_environment(spec: UnitSpec, settings: KubernetesLauncherSettings) -> di
     }
 
 
-def _grpc_probe(settings: KubernetesLauncherSettings, period: int, failures: int) -> Manifest:
+#: The secret that carries a unit's TLS certificate when the registry issues it one.
+UNIT_CERTIFICATE_SECRET = "TEXERA_LAKE_CU_TLS_CERTIFICATE"  # noqa: S105 - a name
+
+
+def _probe(
+    spec: UnitSpec, settings: KubernetesLauncherSettings, period: int, failures: int
+) -> Manifest:
+    """gRPC's health check; a TCP connection for a unit that serves mutual TLS, which the
+    kubelet's gRPC probe cannot speak (the unit's certificate and key live in its memory
+    alone, so no probe command could present them either)."""
+    check = "tcpSocket" if UNIT_CERTIFICATE_SECRET in spec.secrets else "grpc"
     return {
-        "grpc": {"port": settings.unit_port},
+        check: {"port": settings.unit_port},
         "periodSeconds": period,
         "timeoutSeconds": 5,
         "failureThreshold": failures,
@@ -237,9 +247,9 @@ def pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manife
                         "capabilities": {"drop": ["ALL"]},
                     },
                     # Spark takes a while to start: up to five minutes before liveness counts.
-                    "startupProbe": _grpc_probe(settings, period=5, failures=60),
-                    "readinessProbe": _grpc_probe(settings, period=5, failures=3),
-                    "livenessProbe": _grpc_probe(settings, period=10, failures=6),
+                    "startupProbe": _probe(spec, settings, period=5, failures=60),
+                    "readinessProbe": _probe(spec, settings, period=5, failures=3),
+                    "livenessProbe": _probe(spec, settings, period=10, failures=6),
                     "volumeMounts": [
                         {"name": "secrets", "mountPath": SECRETS_DIR, "readOnly": True},
                         {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - a private emptyDir

@@ -196,6 +196,9 @@ def test_no_secret_is_written_into_the_compose_file(services: dict[str, Any]) ->
         elif key.startswith("TEXERA_LAKE_") and name != "lake-secrets":
             # The settings say what a secret is; lake-secrets alone takes some from .env.
             assert f"{key}_FILE" not in SECRET_FILE_VARIABLES, f"{name}.{key} must be a file"
+        elif key.endswith("_FILE"):
+            # Another server's file setting (Keycloak's TLS key) names a file of a volume.
+            assert value.startswith("/run/"), f"{name}.{key} names a mounted file"
         elif SECRET_NAME.search(key) or ("://" in value and "@" in value):
             assert VARIABLE.search(value), f"{name}.{key} must come from .env"
             literal = VARIABLE.sub("", value)
@@ -285,7 +288,7 @@ def test_lakekeeper_checks_tokens_and_authorizes_with_openfga(services: dict[str
         environment = services[name]["environment"]
         assert environment["LAKEKEEPER__AUTHZ_BACKEND"] == "openfga", f"{name} is allow-all"
         assert environment["LAKEKEEPER__OPENFGA__ENDPOINT"] == "http://openfga:8081"
-        assert environment["LAKEKEEPER__OPENID_PROVIDER_URI"].startswith("http://keycloak:")
+        assert environment["LAKEKEEPER__OPENID_PROVIDER_URI"].startswith("https://keycloak:")
         assert environment["LAKEKEEPER__OPENID_AUDIENCE"]
         assert services[name]["depends_on"]["openfga"]["condition"] == "service_healthy"
     openfga = services["openfga"]
@@ -335,8 +338,8 @@ def test_the_registrys_tokens_are_those_lakekeeper_accepts(
 ) -> None:
     registry = services["warehouse-service"]["environment"]
     lakekeeper = services["lakekeeper"]["environment"]
-    realm_uri = f"http://keycloak:8080/realms/{realm['realm']}"
-    assert any(port.endswith(":8080") for port in services["keycloak"]["ports"])
+    realm_uri = f"https://keycloak:8443/realms/{realm['realm']}"
+    assert any(port.endswith(":8443") for port in services["keycloak"]["ports"])
     assert lakekeeper["LAKEKEEPER__OPENID_PROVIDER_URI"] == realm_uri
     assert registry["TEXERA_LAKE_CATALOG_TOKEN_URI"] == f"{realm_uri}/protocol/openid-connect/token"
     client = _client(realm, registry["TEXERA_LAKE_CATALOG_CLIENT_ID"])
@@ -362,7 +365,7 @@ def test_lakekeepers_ui_signs_in_with_a_public_client_of_the_realm(
     ui = _client(realm, lakekeeper["LAKEKEEPER__UI__OPENID_CLIENT_ID"])
     assert ui["publicClient"] is True
     assert ui["standardFlowEnabled"] is True
-    published = f"http://localhost:${{KEYCLOAK_PORT}}/realms/{realm['realm']}"
+    published = f"https://localhost:${{KEYCLOAK_PORT}}/realms/{realm['realm']}"
     assert lakekeeper["LAKEKEEPER__UI__OPENID_PROVIDER_URI"] == published
     assert lakekeeper["LAKEKEEPER__OPENID_ADDITIONAL_ISSUERS"] == published
 

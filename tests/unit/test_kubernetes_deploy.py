@@ -1,7 +1,9 @@
 """deploy/kubernetes/ is valid for the API and keeps the mesh confined.
 
 No cluster runs here, so the manifests are checked as data: every document against the
-Kubernetes OpenAPI schemas, then the rules that matter for security.
+Kubernetes OpenAPI schemas (cert-manager's objects against tests/unit/cert_manager_checks.py),
+then the rules that matter for security, and that the certificates cert-manager writes are the
+ones the Deployments mount, named as the services are called.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from service_runtime.tls.identity import UNIT_DOMAIN, service_identity
 from tests.conftest import ROOT, documentation
+from tests.unit import cert_manager_checks
 from tests.unit.deployment_settings import (
     SETTINGS_OF_COMMAND,
     missing_settings,
@@ -76,7 +80,18 @@ def _workloads() -> list[dict[str, Any]]:
     ],
 )
 def test_every_document_fits_the_kubernetes_schemas(document: dict[str, Any]) -> None:
-    validate(document)
+    if document["apiVersion"] == cert_manager_checks.API_VERSION:
+        assert cert_manager_checks.problems(document) == []
+    else:
+        validate(document)
+
+
+def test_the_cert_manager_schemas_catch_a_field_cert_manager_does_not_know() -> None:
+    [certificate] = [c for c in _kind("Certificate") if c["spec"].get("uris")][:1]
+    misspelt = {**certificate, "spec": {**certificate["spec"], "dnsName": ["gateway"]}}
+    assert any("dnsName" in p for p in cert_manager_checks.problems(misspelt))
+    wrong = {**certificate, "spec": {**certificate["spec"], "usages": ["server-auth"]}}
+    assert cert_manager_checks.problems(wrong)
 
 
 def test_the_kustomization_applies_every_file() -> None:
@@ -148,17 +163,28 @@ def test_the_launcher_may_do_exactly_what_it_does_in_the_units_namespace() -> No
     assert _kind("ClusterRole") == _kind("ClusterRoleBinding") == []
 
 
+def _secret_volume(volume: dict[str, Any]) -> dict[str, Any] | None:
+    """A volume of Secrets only (one, or several projected into one folder), else None."""
+    if "secret" in volume:
+        return dict(volume["secret"])
+    sources = volume.get("projected", {}).get("sources", [])
+    if sources and all(set(source) == {"secret"} for source in sources):
+        return dict(volume["projected"])
+    return None
+
+
 def test_secrets_are_read_only_files_of_mode_0400_never_the_environment() -> None:
-    assert _kind("Secret") == [], "secrets are made with kubectl, never committed"
+    assert _kind("Secret") == [], "secrets are made with kubectl or cert-manager, never committed"
     secret_volumes = 0
     for workload in _workloads():
         spec = pod_spec(workload)
         assert spec is not None
-        secret_names = {v["name"] for v in spec["volumes"] if "secret" in v}
+        secret_names = {v["name"] for v in spec["volumes"] if _secret_volume(v) is not None}
         for volume in spec["volumes"]:
-            if "secret" in volume:
+            secret = _secret_volume(volume)
+            if secret is not None:
                 secret_volumes += 1
-                assert volume["secret"]["defaultMode"] == 0o400
+                assert secret["defaultMode"] == 0o400
         for container in containers(spec):
             for mount in container.get("volumeMounts", []):
                 if mount["name"] in secret_names:
@@ -194,14 +220,26 @@ def test_settings_in_the_manifests_are_documented() -> None:
         assert documented, f"{name} is not a documented setting"
 
 
-def test_every_service_is_probed_over_grpc_health_on_its_port() -> None:
+def test_every_service_is_probed_over_tls_on_its_port() -> None:
+    """The kubelet's gRPC probes speak no TLS: each probe runs the health probe in the
+    container, over TLS against the CA, presenting the service's certificate where client
+    certificates are required."""
     for workload in _workloads():
         spec = pod_spec(workload)
         assert spec is not None
         for container in containers(spec):
             [grpc_port] = [p["containerPort"] for p in container["ports"] if p["name"] == "grpc"]
+            environment = _environment(workload)
+            [scope] = {name.split("_")[2] for name in environment if "_TLS_KEY_FILE" in name}
+            tls = f"TEXERA_LAKE_{scope}_TLS_"
+            files = [environment[f"{tls}CA_BUNDLE_FILE"]]
+            if environment.get(f"{tls}REQUIRE_CLIENT_CERTIFICATE") == "true":
+                files += [environment[f"{tls}CERTIFICATE_FILE"], environment[f"{tls}KEY_FILE"]]
+            expected = ["python", "-m", "service_runtime.health_probe", f"127.0.0.1:{grpc_port}"]
             for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-                assert container[probe]["grpc"] == {"port": grpc_port}, (container["name"], probe)
+                command = container[probe]["exec"]["command"]
+                assert command == [*expected, *files], (container["name"], probe)
+                assert container[probe]["timeoutSeconds"] >= 5  # Python and gRPC load first
             service = _named("Service", MESH, workload["metadata"]["name"])
             assert service["spec"]["selector"] == workload["spec"]["selector"]["matchLabels"]
             assert service["spec"]["ports"][0]["port"] == grpc_port
@@ -367,3 +405,187 @@ def test_the_registrys_policy_lets_it_reach_every_endpoint_its_settings_name(
     host, port = endpoints["catalog_token_uri"]
     assert not _admitted(policy, host, port + 1)
     assert not _admitted(policy, ipaddress.ip_network("10.1.2.3"), 443)
+
+
+# cert-manager: what it writes, and what the Deployments mount of it.
+
+#: The keys cert-manager writes into a Certificate's Secret.
+CERTIFICATE_KEYS = {"tls.crt", "tls.key", "ca.crt"}
+#: A file of a Secret, as a container sees it: (the Secret, its key).
+MountedFile = tuple[str, str]
+
+
+def _kubectl_secrets() -> dict[str, set[str]]:
+    """The Secrets README.md makes with kubectl, and the keys (files) of each."""
+    readme = (DEPLOY / "README.md").read_text()
+    made: dict[str, set[str]] = {}
+    for command in readme.split("create secret generic ")[1:]:
+        name, _, rest = command.partition(" ")
+        until_next = rest.split("\nkubectl")[0].split("\n\n")[0]
+        made[name] = set(re.findall(r"--from-file=(\w+)=", until_next))
+    return made
+
+
+def _mounted(workload: dict[str, Any]) -> dict[str, MountedFile]:
+    """Every file the workload's Secret volumes hold, by its path in the container."""
+    spec = pod_spec(workload)
+    assert spec is not None
+    paths = {m["name"]: m["mountPath"] for c in containers(spec) for m in c["volumeMounts"]}
+    files: dict[str, MountedFile] = {}
+    kubectl = _kubectl_secrets()
+    for volume in spec["volumes"]:
+        if "secret" in volume:
+            sources = [{"name": volume["secret"]["secretName"], **volume["secret"]}]
+        else:
+            sources = [s["secret"] for s in volume.get("projected", {}).get("sources", [])]
+        for source in sources:
+            items = source.get("items") or [
+                {"key": key, "path": key} for key in kubectl.get(source["name"], set())
+            ]
+            for item in items:
+                files[f"{paths[volume['name']]}/{item['path']}"] = (source["name"], item["key"])
+    return files
+
+
+def _written() -> dict[str, dict[str, Any]]:
+    """The Certificates, by the Secret each writes."""
+    return {c["spec"]["secretName"]: c for c in _kind("Certificate")}
+
+
+def _issuer(certificate: dict[str, Any]) -> dict[str, Any]:
+    reference = certificate["spec"]["issuerRef"]
+    assert reference.get("kind", "Issuer") == "Issuer"
+    return _named("Issuer", certificate["metadata"]["namespace"], reference["name"])
+
+
+def _hours(duration: str) -> float:
+    parts = re.findall(r"([0-9.]+)(h|m|s)", duration)
+    return sum(float(n) * {"h": 1, "m": 1 / 60, "s": 1 / 3600}[unit] for n, unit in parts)
+
+
+def test_a_self_signed_issuer_makes_the_ca_and_the_ca_issuer_signs_the_rest() -> None:
+    certificates = _kind("Certificate")
+    [root] = [c for c in certificates if "selfSigned" in _issuer(c)["spec"]]
+    assert root["spec"]["isCA"] is True
+    # Renewed with the same key: what it signed before still chains to the renewed root.
+    assert root["spec"]["privateKey"]["rotationPolicy"] == "Never"
+    [ca_issuer] = [i for i in _kind("Issuer") if "ca" in i["spec"]]
+    assert ca_issuer["spec"]["ca"]["secretName"] == root["spec"]["secretName"]
+    for certificate in certificates:
+        spec = certificate["spec"]
+        if certificate is not root:
+            assert _issuer(certificate) is ca_issuer, certificate["metadata"]["name"]
+            assert spec["privateKey"]["rotationPolicy"] == "Always"  # a new key each time
+            assert _hours(spec["duration"]) < _hours(root["spec"]["renewBefore"])
+        # EC P-256, as the mesh's own CA issues (the units' issuer must be EC).
+        assert (spec["privateKey"]["algorithm"], spec["privateKey"]["size"]) == ("ECDSA", 256)
+        assert 0 < _hours(spec["renewBefore"]) < _hours(spec["duration"])
+
+
+def test_every_secret_a_deployment_mounts_is_made_and_every_certificate_is_mounted() -> None:
+    written = _written()
+    ca_secrets = {i["spec"]["ca"]["secretName"] for i in _kind("Issuer") if "ca" in i["spec"]}
+    kubectl = _kubectl_secrets()
+    mounted = {secret for w in _workloads() for secret, _ in _mounted(w).values()}
+    assert mounted <= set(written) | set(kubectl), "a mounted Secret nothing makes"
+    assert set(written) - ca_secrets <= mounted, "a certificate no Deployment mounts"
+    assert set(kubectl) <= mounted
+    assert not ca_secrets & mounted, "the CA's key is its Issuer's alone"
+    for workload in _workloads():
+        for path, (secret, key) in _mounted(workload).items():
+            if secret in written:
+                assert key in CERTIFICATE_KEYS, path
+    # Every file a setting names is one of a mounted Secret's.
+    for workload in _workloads():
+        files = _mounted(workload)
+        for name, value in _environment(workload).items():
+            if name.endswith("_FILE"):
+                assert value in files, f"{workload['metadata']['name']}: {name}={value}"
+
+
+@pytest.mark.parametrize("workload", _workloads(), ids=lambda w: w["metadata"]["name"])
+def test_each_service_serves_and_calls_with_its_own_certificate(workload: dict[str, Any]) -> None:
+    name = workload["metadata"]["name"]
+    environment = _environment(workload)
+    files = _mounted(workload)
+    [scope] = {variable.split("_")[2] for variable in environment if "_TLS_KEY_FILE" in variable}
+    tls = f"TEXERA_LAKE_{scope}_TLS_"
+    mutual = name != "gateway"  # the edge: users' tokens say who calls
+    assert environment.get(f"{tls}REQUIRE_CLIENT_CERTIFICATE") == ("true" if mutual else None)
+    expected = {"CERTIFICATE_FILE": "tls.crt", "KEY_FILE": "tls.key", "CA_BUNDLE_FILE": "ca.crt"}
+    if mutual:
+        expected["CLIENT_CA_FILE"] = "ca.crt"
+    [secret] = {files[environment[f"{tls}{setting}"]][0] for setting in expected}
+    for setting, key in expected.items():
+        assert files[environment[f"{tls}{setting}"]] == (secret, key), setting
+    spec = _written()[secret]["spec"]
+    assert spec["uris"] == [service_identity(name)]
+    assert {"digital signature", "server auth", "client auth"} == set(spec["usages"])
+    assert spec.get("isCA", False) is False
+    # Every name the mesh calls it by, and the address its probes call.
+    targets = [v for k, v in environment.items() if k.endswith("_TARGET")]
+    called = {t.rpartition(":")[0] for t in targets if t.split(".")[0] == name}
+    assert called <= set(spec["dnsNames"])
+    assert ("localhost" in spec["dnsNames"], spec["ipAddresses"]) == (True, ["127.0.0.1"])
+    if name == "gateway":
+        assert environment["TEXERA_LAKE_GATEWAY_UNITS_TLS"] == "true"
+
+
+def test_every_target_is_a_name_of_a_service_certificate() -> None:
+    names = {n for c in _kind("Certificate") for n in c["spec"].get("dnsNames", [])}
+    [config_map] = _kind("ConfigMap")
+    targets = [v for k, v in config_map["data"].items() if k.endswith("_TARGET")]
+    assert targets
+    assert {t.rpartition(":")[0] for t in targets} <= names
+
+
+def test_the_units_issuer_is_a_name_constrained_ca_only_the_registry_holds() -> None:
+    [issuer] = [c for c in _kind("Certificate") if c["spec"].get("nameConstraints")]
+    spec = issuer["spec"]
+    assert spec["isCA"] is True
+    assert spec["nameConstraints"] == {
+        "critical": True,
+        "permitted": {"dnsDomains": [UNIT_DOMAIN]},
+        "excluded": {"ipRanges": ["0.0.0.0/0", "::/0"]},
+    }
+    assert set(spec["usages"]) == {"cert sign", "crl sign"}
+    holders = [
+        w
+        for w in _workloads()
+        if any(secret == spec["secretName"] for secret, _ in _mounted(w).values())
+    ]
+    assert [w["metadata"]["name"] for w in holders] == ["warehouse-service"]
+    environment, files = _environment(holders[0]), _mounted(holders[0])
+    for setting, key in (("CERTIFICATE", "tls.crt"), ("KEY", "tls.key")):
+        path = environment[f"TEXERA_LAKE_WAREHOUSE_UNIT_ISSUER_{setting}_FILE"]
+        assert files[path] == (spec["secretName"], key)
+
+
+def test_units_reach_the_registry_on_its_unit_port_alone() -> None:
+    environment = _environment(_named("Deployment", MESH, "warehouse-service"))
+    port = int(environment["TEXERA_LAKE_WAREHOUSE_UNIT_PORT"])
+    assert environment["TEXERA_LAKE_CU_REGISTRY_TARGET"] == f"warehouse-service.{MESH}.svc:{port}"
+    # The launcher's NetworkPolicy of each unit lets it reach this port of the registry only.
+    assert int(environment["TEXERA_LAKE_WAREHOUSE_K8S_REGISTRY_PORT"]) == port
+    service = _named("Service", MESH, "warehouse-service")
+    assert {"name": "units", "port": port, "targetPort": "units", "protocol": "TCP"} in (
+        service["spec"]["ports"]
+    )
+    policy = _named("NetworkPolicy", MESH, "warehouse-service")
+    peers = {rule["ports"][0]["port"]: rule["from"] for rule in policy["spec"]["ingress"]}
+    in_units = [
+        peer.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name")
+        == UNITS
+        for peer in peers[port]
+    ]
+    assert in_units
+    assert all(in_units)
+    assert not any("namespaceSelector" in peer for peer in peers[50051])
+
+
+def test_the_registry_verifies_its_database_against_the_ca_in_its_secret() -> None:
+    registry = _named("Deployment", MESH, "warehouse-service")
+    environment = _environment(registry)
+    assert environment["TEXERA_LAKE_WAREHOUSE_DATABASE_TLS"] == "verify-full"
+    secret, key = _mounted(registry)[environment["TEXERA_LAKE_WAREHOUSE_DATABASE_CA_FILE"]]
+    assert key in _kubectl_secrets()[secret]

@@ -340,3 +340,21 @@ PENDING = UnitStatus(UnitPhase.PENDING, address="a:1")
 )
 def test_pod_phases_map_to_unit_phases(status: dict[str, Any], expected: UnitStatus) -> None:
     assert pod_status({"metadata": {"name": "p"}, "status": status}, "a:1") == expected
+
+
+def test_a_unit_that_serves_mutual_tls_is_probed_by_tcp() -> None:
+    """The kubelet's gRPC probe speaks plaintext: a unit launched with a certificate is
+    probed by a TCP connection, one without by gRPC's health check."""
+    with_certificate = dataclasses.replace(
+        SPEC,
+        secrets={
+            **SPEC.secrets,
+            "TEXERA_LAKE_CU_TLS_CERTIFICATE": "chain",
+            "TEXERA_LAKE_CU_TLS_KEY": "key",
+        },
+    )
+    for spec, check in ((SPEC, "grpc"), (with_certificate, "tcpSocket")):
+        [container] = build_unit(spec, SETTINGS).pod["spec"]["containers"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert set(container[probe]) & {"grpc", "tcpSocket"} == {check}
+            assert container[probe][check] == {"port": SETTINGS.unit_port}
