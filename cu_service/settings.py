@@ -13,6 +13,8 @@ from service_runtime.config import ConfigError, setting
 @dataclass(frozen=True, repr=False)
 class ComputingUnitSettings(WarehouseClientSettings):
     scope = "CU"
+    # The registry decides: it launches units with certificates when it issues them.
+    plaintext_is_explicit = False
     port: int = setting("PORT", 50052, "gRPC port of the computing unit.", scoped=True)
     metrics_port: int = setting(
         "METRICS_PORT", 9452, "Metrics port of the computing unit; 0 turns it off.", scoped=True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -92,6 +93,7 @@ def up(stack: Stack, *, example: bool = True) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="texera-lake-stack", description=__doc__)
     parser.add_argument("command", choices=["up"], help="up: start everything and wait for Ctrl-C")
     parser.add_argument(
@@ -108,6 +110,11 @@ def main(argv: list[str] | None = None) -> None:
         help="listen on free ports instead of the configured ones",
     )
     parser.add_argument(
+        "--plaintext",
+        action="store_true",
+        help="serve and call without TLS (as TEXERA_LAKE_STACK_TLS=false): for debugging only",
+    )
+    parser.add_argument(
         "--catalog-mode",
         choices=[mode.value for mode in CatalogMode],
         help="the mesh's catalog mode (default: TEXERA_LAKE_CATALOG_MODE, else per-user); "
@@ -120,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     if args.state_dir:
         settings = replace(settings, state_dir=args.state_dir)
+    if args.plaintext:
+        settings = replace(settings, tls=False)
     service_env = {MODE_SETTING: args.catalog_mode} if args.catalog_mode else {}
     stack = Stack(settings, ephemeral_ports=args.ephemeral_ports, service_env=service_env)
     sys.exit(up(stack, example=not args.no_example))

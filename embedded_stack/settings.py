@@ -28,6 +28,13 @@ class StackSettings(Settings):
         "DATABASE", "texera_lake", "Database of the warehouse registry.", scoped=True
     )
     s3_port: int = setting("S3_PORT", 9000, "Port of the S3 endpoint.", scoped=True)
+    iceberg_port: int = setting(
+        "ICEBERG_PORT",
+        8182,
+        "Port of the gateway's read-only Iceberg REST catalog for users' engines "
+        "(TEXERA_LAKE_GATEWAY_ICEBERG_PORT).",
+        scoped=True,
+    )
     catalog_database: str = setting(
         "CATALOG_DATABASE",
         "texera_lake_catalog",
@@ -37,16 +44,17 @@ class StackSettings(Settings):
     log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")
     tls: bool = setting(
         "TLS",
-        False,
+        True,
         "TLS mode: a CA and a certificate per service made under <state dir>/tls at each start; "
-        "the gateway serves TLS, the registry and the result service mutual TLS, and the "
-        "services call each other over mutual TLS (units serve plaintext still).",
+        "the gateway serves TLS, the registry, the result service and computing units mutual "
+        "TLS, and the services call each other over mutual TLS. false (plaintext throughout) "
+        "is for debugging only.",
         scoped=True,
     )
     registry_unit_port: int = setting(
         "REGISTRY_UNIT_PORT",
         50054,
-        "TLS mode: the registry's unit port (TEXERA_LAKE_WAREHOUSE_UNIT_PORT), for units and "
-        "their Spark tasks, which hold no client certificate.",
+        "The registry's unit port (TEXERA_LAKE_WAREHOUSE_UNIT_PORT), for units and "
+        "their Spark tasks, which hold no client certificate (unused in plaintext).",
         scoped=True,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -29,6 +30,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,8 @@ CATALOG_CLIENT_ID = "texera-lake-registry"
 SQL_CATALOG_DATABASE = "texera_lake_iceberg"
 MODE_SETTING = f"{ENV_PREFIX}CATALOG_MODE"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ServiceSpec:
@@ -102,8 +106,12 @@ class Ports:
     postgres: int = 0
     s3: int = 0
     catalog: int = 0
+    #: The gateway's Iceberg REST catalog for users.
+    iceberg: int = 0
     #: TLS mode: the registry's unit port (0 without TLS).
     registry_units: int = 0
+    #: TLS mode: the unit ports of registries start_part started, by part.
+    part_unit_ports: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def choose(cls, settings: StackSettings, environ: dict[str, str], *, ephemeral: bool) -> Ports:
@@ -116,6 +124,7 @@ class Ports:
             postgres=pick(settings.postgres_port),
             s3=pick(settings.s3_port),
             catalog=pick(DevCatalogSettings.from_env(environ).port),
+            iceberg=pick(settings.iceberg_port),
             registry_units=pick(settings.registry_unit_port) if settings.tls else 0,
         )
         for spec in SERVICES:
@@ -130,6 +139,7 @@ class Ports:
         named = [(f"{n} gRPC", p) for n, p in self.grpc.items()]
         named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
         named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
+        named.append(("Iceberg REST", self.iceberg))
         if self.registry_units:
             named.append(("registry unit", self.registry_units))
         if with_postgres:
@@ -250,10 +260,31 @@ class Stack:
         None without TLS."""
         return None if self.tls is None else self.tls.client(presenting)
 
-    def channel(self, part: str, *, presenting: str | None = "gateway") -> grpc.Channel:
-        """A blocking channel to a part (a service's name): TLS in TLS mode, verifying the
-        stack's CA and presenting presenting's certificate (see client_tls); plaintext else."""
-        return blocking_mesh_channel(self.target(part), self.client_tls(presenting))
+    def channel(
+        self,
+        part: str,
+        *,
+        presenting: str | None = "gateway",
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> grpc.Channel:
+        """A blocking channel to a part (a service's name) with gRPC's channel options: TLS in
+        TLS mode, verifying the stack's CA and presenting presenting's certificate (see
+        client_tls); plaintext else."""
+        return blocking_mesh_channel(
+            self.target(part), self.client_tls(presenting), options=options
+        )
+
+    def registry_unit_channel(self, part: str = "warehouse-service") -> grpc.Channel:
+        """A blocking channel to a registry (part) as a computing unit or an execution's Spark
+        task opens it: in TLS mode to its unit port, verifying the stack's CA and presenting
+        no certificate; plaintext to its one port else."""
+        if self.tls is None:
+            return self.channel(part)
+        if part == "warehouse-service":
+            target = self.registry_unit_target
+        else:
+            target = f"{self.settings.host}:{self.ports.part_unit_ports[part]}"
+        return blocking_mesh_channel(target, self.client_tls(None))
 
     def unit_channel(self, unit: UnitHandle) -> grpc.Channel:
         """A blocking channel to a computing unit as the gateway opens it: in TLS mode,
@@ -320,6 +351,12 @@ class Stack:
             # Units run as users of their own, from this interpreter: they must reach it.
             interpreter = {Path(sys.executable).resolve(), Path(sys.prefix), Path(sys.base_prefix)}
             let_others_traverse({p for path in interpreter for p in path.parents})
+        if not self.settings.tls:
+            log.warning(
+                "the stack runs plaintext (%sSTACK_TLS=false): every call, token and key "
+                "crosses unencrypted and unauthenticated; for debugging only",
+                ENV_PREFIX,
+            )
         embedded_postgres = not self.settings.postgres_dsn
         self.ports.check_free(self.settings.host, with_postgres=embedded_postgres)
         if self.settings.tls:
@@ -478,6 +515,7 @@ class Stack:
             scope = spec.settings.scope
             env[f"{ENV_PREFIX}{scope}_PORT"] = str(self.ports.grpc[spec.name])
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
+        env[f"{ENV_PREFIX}GATEWAY_ICEBERG_PORT"] = str(self.ports.iceberg)
         if self.tls is not None:
             # Units and their Spark tasks hold no client certificate: the registry's unit port.
             env[f"{ENV_PREFIX}WAREHOUSE_UNIT_PORT"] = str(self.ports.registry_units)
@@ -485,13 +523,22 @@ class Stack:
         return env
 
     @property
+    def iceberg_rest_uri(self) -> str:
+        """The gateway's read-only Iceberg REST catalog for users (https in TLS mode)."""
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://{self.settings.host}:{self.ports.iceberg}"
+
+    @property
     def registry_unit_target(self) -> str:
-        """TLS mode: host:port of the registry's unit port."""
+        """host:port where units and their Spark tasks reach the registry: its unit port in TLS
+        mode, its one port else."""
+        if self.tls is None:
+            return self.target("warehouse-service")
         return f"{self.settings.host}:{self.ports.registry_units}"
 
     def _tls_settings(self, spec: ServiceSpec) -> dict[str, str]:
         if self.tls is None:
-            return {}
+            return {f"{ENV_PREFIX}{spec.settings.scope}_PLAINTEXT": "true"}
         return self.tls.service_settings(spec.name, spec.settings.scope)
 
     def _start_service(
@@ -568,8 +615,14 @@ class Stack:
         env = {
             f"{ENV_PREFIX}{scope}_PORT": str(self.ports.grpc[name]),
             f"{ENV_PREFIX}{scope}_METRICS_PORT": "0",
+            # The stack's gateway serves the stack's Iceberg REST endpoint.
+            f"{ENV_PREFIX}GATEWAY_ICEBERG_PORT": "0",
             **(env or {}),
         }
+        if module == "warehouse_service" and self.tls is not None:
+            # A unit port of its own: the stack's registry holds the stack's.
+            self.ports.part_unit_ports[name] = free_port(self.settings.host)
+            env[f"{ENV_PREFIX}{scope}_UNIT_PORT"] = str(self.ports.part_unit_ports[name])
         answers = ("SERVING",) if serving else ("SERVING", "NOT_SERVING")
         self._processes.append(self._start_service(spec, name=name, env=env, answers=answers))
         return self.target(name)
@@ -580,6 +633,7 @@ class Stack:
         part.stop()
         self._processes.remove(part)
         del self.ports.grpc[name]
+        self.ports.part_unit_ports.pop(name, None)
 
     def kill(self, part: str) -> None:
         """Ends a part at once (SIGKILL), as a crash would; for tests."""
@@ -631,6 +685,7 @@ class Stack:
             "postgres": _without_password(self.database_url),
             "s3": self.s3.endpoint,
             "catalog": f"{self.catalog_url}/catalog",
+            "iceberg_rest": self.iceberg_rest_uri,
             "catalog_management": f"{self.catalog_url}/management",
             "catalog_mode": self.catalog_mode.value,
             "logs": str(self.log_dir),
@@ -641,10 +696,15 @@ class Stack:
         """Whether TLS is on, and then the CA that verifies every service's certificate."""
         if self.tls is None:
             return {"enabled": False}
+        gateway = self.tls.certificates["gateway"]
         return {
             "enabled": True,
             "ca": str(self.tls.ca_file),
             "registry_unit_port": self.registry_unit_target,
+            # What tools present to the services that require a client certificate (the
+            # gateway's: `texera-lake status`).
+            "client_certificate": str(gateway.certificate),
+            "client_key": str(gateway.key),
         }
 
     def _write_endpoints(self) -> None:

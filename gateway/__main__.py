@@ -12,17 +12,23 @@ import grpc
 from catalog_map.registry import RegistryReader
 from gateway.executions import ExecutionRoutes
 from gateway.forwarding import Backend
+from gateway.iceberg_rest.access import IcebergAccess
+from gateway.iceberg_rest.app import Endpoint
+from gateway.iceberg_rest.callers import IcebergCallers
+from gateway.iceberg_rest.server import IcebergRestServer
+from gateway.iceberg_rest.upstream import UpstreamCatalog
 from gateway.rate_limit import RateLimiter
 from gateway.readiness import readiness
 from gateway.service import Admission, public_bindings
 from gateway.settings import GatewaySettings
 from gateway.units import UnitDirectory
-from service_runtime.auth import UserTokenVerifier
+from service_runtime.auth import UserTokenVerifier, Verifier
 from service_runtime.config import ConfigError
 from service_runtime.errors import ServiceError
 from service_runtime.internal_tokens import GATEWAY_ISSUER, Exchange, TokenExchange, TokenSigner
 from service_runtime.server import ServiceProcess, run_service
 from service_runtime.tls.mesh_client import MeshClientTls
+from service_runtime.tls.server_credentials import CertificateFiles
 
 log = logging.getLogger("gateway")
 
@@ -36,14 +42,22 @@ class Parts:
     units: UnitDirectory
     reader: RegistryReader
     executions: ExecutionRoutes
+    iceberg_access: IcebergAccess
 
 
 class Gateway:
-    def __init__(self, settings: GatewaySettings, tokens: TokenExchange) -> None:
+    def __init__(self, settings: GatewaySettings, tokens: TokenExchange, users: Verifier) -> None:
         self.settings = settings
         self.tokens = tokens
+        #: The Iceberg REST catalog's callers, when the gateway serves it.
+        self._iceberg_callers = (
+            IcebergCallers(users, settings.signing_key, tokens, settings.iceberg_token_seconds)
+            if settings.iceberg_port
+            else None
+        )
         self._parts: Parts | None = None
         self._refreshing: asyncio.Task[None] | None = None
+        self._iceberg: IcebergRestServer | None = None
 
     @property
     def parts(self) -> Parts:
@@ -63,8 +77,30 @@ class Gateway:
             units=units,
             reader=reader,
             executions=ExecutionRoutes(units, reader, warehouses),
+            iceberg_access=IcebergAccess(
+                reader, self._iceberg_callers, settings.iceberg_catalog_uri
+            ),
         )
         self._refreshing = asyncio.create_task(self._refresh_units())
+        if self._iceberg_callers is not None:
+            self._iceberg = self._iceberg_rest(reader, self._iceberg_callers)
+            await self._iceberg.start()
+
+    def _iceberg_rest(self, reader: RegistryReader, callers: IcebergCallers) -> IcebergRestServer:
+        settings = self.settings
+        trust = settings.catalog_trust()
+        endpoint = Endpoint(
+            callers,
+            reader,
+            UpstreamCatalog(trust.ssl_context() if trust.verify else False),
+            RateLimiter(settings.rate_per_second, settings.rate_burst),
+        )
+        certificate = (
+            CertificateFiles(settings.tls_certificate, settings.tls_key)
+            if settings.tls_certificate
+            else None
+        )
+        return IcebergRestServer(endpoint, settings.host, settings.iceberg_port, certificate)
 
     async def _refresh_units(self) -> None:
         while True:
@@ -81,6 +117,8 @@ class Gateway:
         )
 
     async def stop(self) -> None:
+        if self._iceberg is not None:
+            await self._iceberg.stop()
         if self._refreshing is not None:
             self._refreshing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -100,16 +138,18 @@ def build() -> ServiceProcess:
     except ValueError as exc:
         raise ConfigError(f"TEXERA_LAKE_GATEWAY_SIGNING_KEY_FILE: {exc}") from exc
     tokens = TokenExchange(signer, settings.internal_token_seconds)
-    gateway = Gateway(settings, tokens)
+    users = UserTokenVerifier(settings.jwt_secret)
+    gateway = Gateway(settings, tokens, users)
     admission = Admission(RateLimiter(settings.rate_per_second, settings.rate_burst))
     return ServiceProcess(
         name="gateway",
         settings=settings,
-        authenticator=Exchange(UserTokenVerifier(settings.jwt_secret), tokens),
+        authenticator=Exchange(users, tokens),
         services=public_bindings(
             lambda: gateway.parts.warehouses,
             lambda: gateway.parts.results,
             lambda: gateway.parts.executions,
+            lambda: gateway.parts.iceberg_access,
             admission,
         ),
         on_start=gateway.start,

@@ -67,6 +67,10 @@ REPEATABLE: dict[str, dict[str, Repeat]] = {
         "ListRuntimeStatistics": Repeat.ALWAYS,
         "ListConsoleMessages": Repeat.ALWAYS,
     },
+    "texera.lake.v1.IcebergAccessService": {
+        # Each call mints a new access token: nothing a second one changes.
+        "GetIcebergAccess": Repeat.ALWAYS,
+    },
 }
 
 #: The request fields that make a call idempotent when set.

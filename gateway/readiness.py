@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2
 
-from gateway.service import EXECUTIONS, RESULTS, RETENTION, UNITS, WAREHOUSES
+from gateway.service import EXECUTIONS, ICEBERG_ACCESS, RESULTS, RETENTION, UNITS, WAREHOUSES
 from gateway.units import UnitDirectory
 
 #: How long a backend may take to answer its health check.
@@ -32,8 +32,9 @@ async def readiness(
     registry: grpc.aio.Channel,
     units: UnitDirectory,
 ) -> dict[str, bool]:
-    """WarehouseService and ComputingUnitService need the warehouse service; ResultService the result service and the
-    registry; ExecutionService the registry, which launches computing units on demand."""
+    """WarehouseService and ComputingUnitService need the warehouse service; ResultService the
+    result service and the registry; ExecutionService the registry, which launches computing
+    units on demand; IcebergAccessService the registry."""
     registry_up = await serving(registry)
     warehouses_up = await serving(warehouses)
     return {
@@ -42,4 +43,5 @@ async def readiness(
         RETENTION.full_name: warehouses_up,
         RESULTS.full_name: registry_up and await serving(results),
         EXECUTIONS.full_name: registry_up and units.loaded,
+        ICEBERG_ACCESS.full_name: registry_up,
     }

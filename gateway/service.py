@@ -7,7 +7,8 @@ interceptor), the request checked to decode as the method's message (bytes that
 do not are INVALID_ARGUMENT, see service_runtime.undecodable) and the call counted
 against the caller's rate limit. WarehouseService,
 ComputingUnitService and RetentionService go to the warehouse service (the registry),
-ResultService to the result service, ExecutionService to computing units (see executions).
+ResultService to the result service, ExecutionService to computing units (see executions);
+the gateway answers IcebergAccessService itself (see iceberg_rest).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from gateway.executions import ExecutionRoutes
 from gateway.forwarding import Backend
+from gateway.iceberg_rest.access import IcebergAccess
 from gateway.policy import REPEATABLE, Repeat, may_repeat
 from gateway.rate_limit import RateLimiter
 from service_runtime import undecodable, wire
@@ -33,6 +35,7 @@ from service_runtime.server import ServiceBinding
 from texera.lake.v1 import (
     computing_unit_service_pb2,
     execution_service_pb2,
+    iceberg_access_service_pb2,
     result_service_pb2,
     retention_service_pb2,
     warehouse_service_pb2,
@@ -43,7 +46,8 @@ EXECUTIONS = execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService
 RESULTS = result_service_pb2.DESCRIPTOR.services_by_name["ResultService"]
 UNITS = computing_unit_service_pb2.DESCRIPTOR.services_by_name["ComputingUnitService"]
 RETENTION = retention_service_pb2.DESCRIPTOR.services_by_name["RetentionService"]
-PUBLIC_SERVICES = (WAREHOUSES, UNITS, EXECUTIONS, RESULTS, RETENTION)
+ICEBERG_ACCESS = iceberg_access_service_pb2.DESCRIPTOR.services_by_name["IcebergAccessService"]
+PUBLIC_SERVICES = (WAREHOUSES, UNITS, EXECUTIONS, RESULTS, RETENTION, ICEBERG_ACCESS)
 
 Behavior = Callable[[bytes, Any], Any]
 
@@ -142,18 +146,19 @@ def binding(
     return ServiceBinding(service.full_name, None, partial(_add, handlers, service))
 
 
-def _routed(executions: Callable[[], ExecutionRoutes], method: MethodDescriptor) -> Behavior:
-    """The behavior of an ExecutionService method: the router's method of that name."""
+def _served(servicer: Callable[[], object], method: MethodDescriptor) -> Behavior:
+    """The behavior of a method the gateway answers itself: servicer()'s method of that name
+    (ExecutionService's router, IcebergAccessService)."""
     if method.server_streaming:
 
         async def stream(request: bytes, context: Any) -> AsyncIterator[Any]:
-            async for message in getattr(executions(), method.name)(request, context):
+            async for message in getattr(servicer(), method.name)(request, context):
                 yield message
 
         return stream
 
     async def unary(request: bytes, context: Any) -> Any:
-        return await getattr(executions(), method.name)(request, context)
+        return await getattr(servicer(), method.name)(request, context)
 
     return unary
 
@@ -162,6 +167,7 @@ def public_bindings(
     warehouses: Callable[[], Backend],
     results: Callable[[], Backend],
     executions: Callable[[], ExecutionRoutes],
+    iceberg_access: Callable[[], IcebergAccess],
     admission: Admission,
 ) -> list[ServiceBinding]:
     """The public services; each part is looked up per call (they exist once the gateway has
@@ -169,7 +175,8 @@ def public_bindings(
     return [
         binding(WAREHOUSES, partial(forwarding, warehouses), admission),
         binding(UNITS, partial(forwarding, warehouses), admission),
-        binding(EXECUTIONS, partial(_routed, executions), admission),
+        binding(EXECUTIONS, partial(_served, executions), admission),
         binding(RESULTS, partial(forwarding, results), admission),
         binding(RETENTION, partial(forwarding, warehouses), admission),
+        binding(ICEBERG_ACCESS, partial(_served, iceberg_access), admission),
     ]

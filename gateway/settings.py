@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from catalog_map.trust import OutboundTlsSettings
 from service_runtime.config import ConfigError, ServerSettings, setting
 
 
 @dataclass(frozen=True, repr=False)
-class GatewaySettings(ServerSettings):
+class GatewaySettings(ServerSettings, OutboundTlsSettings):
     scope = "GATEWAY"
     port: int = setting(
         "PORT", 50050, "gRPC port of the gateway, the public endpoint.", scoped=True
@@ -58,7 +59,32 @@ class GatewaySettings(ServerSettings):
         "UNITS_TLS",
         False,
         "Call computing units over TLS too, with the gateway's CA bundle and client "
-        "certificate; false until units serve TLS (they do not yet).",
+        "certificate, checking each unit's certificate by its name: for units the registry "
+        "launches with certificates (TEXERA_LAKE_WAREHOUSE_UNIT_ISSUER_CERTIFICATE_FILE).",
+        scoped=True,
+    )
+    iceberg_port: int = setting(
+        "ICEBERG_PORT",
+        0,
+        "Port of the read-only Iceberg REST catalog the gateway serves to users' engines "
+        "(pyiceberg, DuckDB, Spark), over TLS with the gateway's certificate when it has one. "
+        "Users' Texera tokens authenticate; the gateway reads each warehouse's catalog with "
+        "read-only tokens (the catalog's CA: TEXERA_LAKE_CATALOG_CA_FILE). 0 turns it off.",
+        scoped=True,
+    )
+    iceberg_uri: str = setting(
+        "ICEBERG_URI",
+        "",
+        "The Iceberg REST catalog's base URI as users' engines reach it, which "
+        "IcebergAccessService hands out. Empty: https:// (http:// without a TLS certificate) "
+        "and the gateway's host and ICEBERG_PORT.",
+        scoped=True,
+    )
+    iceberg_token_seconds: float = setting(
+        "ICEBERG_TOKEN_SECONDS",
+        3600.0,
+        "Lifetime of the access tokens the Iceberg REST catalog issues (IcebergAccessService, "
+        "its token endpoint), which it alone takes.",
         scoped=True,
     )
     rate_per_second: float = setting(
@@ -83,6 +109,14 @@ class GatewaySettings(ServerSettings):
         scoped=True,
     )
 
+    @property
+    def iceberg_catalog_uri(self) -> str:
+        """Where users' engines reach the Iceberg REST catalog (see ICEBERG_URI)."""
+        if self.iceberg_uri:
+            return self.iceberg_uri
+        scheme = "https" if self.tls_certificate else "http"
+        return f"{scheme}://{self.host}:{self.iceberg_port}"
+
     def validate(self) -> None:
         super().validate()
         self.require_secret_length("jwt_secret")
@@ -91,6 +125,8 @@ class GatewaySettings(ServerSettings):
             raise ConfigError(
                 f"{self.variable_of('units_tls')} needs {self.variable_of('tls_ca_bundle')}"
             )
+        if self.iceberg_token_seconds < 60:
+            raise ConfigError(f"{self.variable_of('iceberg_token_seconds')} must be at least 60")
         if self.internal_token_seconds < 10:
             raise ConfigError("TEXERA_LAKE_GATEWAY_INTERNAL_TOKEN_SECONDS must be at least 10")
         if self.rate_per_second <= 0 or self.rate_burst < 1:

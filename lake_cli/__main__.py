@@ -1,7 +1,7 @@
 """``texera-lake``: the command line for people using the mesh.
 
 Calls go to the gateway (--target, TEXERA_LAKE_TARGET, or the embedded stack's)
-with the token in TEXERA_LAKE_TOKEN, or, against the embedded stack, a token
+over TLS with the token in TEXERA_LAKE_TOKEN, or, against the embedded stack, a token
 minted for --user.
 """
 
@@ -16,7 +16,7 @@ import grpc
 
 from embedded_stack.secrets import JWT_SECRET_FILE
 from lake_cli import dev, executions, results, retention, units, usage, warehouses
-from lake_cli.connection import CliError, Connection, read_state, stack_endpoints
+from lake_cli.connection import CliError, Connection, read_state, stack_endpoints, stack_tls
 from lake_cli.render import error_text
 from service_runtime.auth import mint_token
 from service_runtime.health_probe import probe
@@ -30,9 +30,12 @@ def token(args: argparse.Namespace) -> None:
 
 def status(args: argparse.Namespace) -> None:
     """Prints each service's health; fails if any is not serving."""
+    endpoints = stack_endpoints(args.state_dir)
+    # The gateway takes any client; the services behind it, in TLS mode, only the mesh's.
+    edge, mesh = stack_tls(endpoints), stack_tls(endpoints, presenting=True)
     unhealthy = 0
-    for name, target in stack_endpoints(args.state_dir)["grpc"].items():
-        state = probe(target, timeout=3)
+    for name, target in endpoints["grpc"].items():
+        state = probe(target, timeout=3, tls=edge if name == "gateway" else mesh)
         unhealthy += state != "SERVING"
         print(f"{name:<18} {target:<22} {state}")
     if unhealthy:
@@ -45,6 +48,16 @@ def parser() -> argparse.ArgumentParser:
         "--state-dir", type=Path, default=Path(".stack"), help="the embedded stack's folder"
     )
     root.add_argument("--target", help="the gateway's host:port")
+    root.add_argument(
+        "--ca-file",
+        help="with --target: the CA bundle that verifies the gateway's certificate (default: "
+        "TEXERA_LAKE_CA_FILE, else the system's)",
+    )
+    root.add_argument(
+        "--plaintext",
+        action="store_true",
+        help="with --target: call without TLS (a gateway serving plaintext, for debugging)",
+    )
     root.add_argument("--user", help="act as this user of the embedded stack (development)")
     commands = root.add_subparsers(dest="command", required=True)
     minting = commands.add_parser("token", help=token.__doc__)
@@ -70,7 +83,14 @@ def main(argv: list[str] | None = None) -> None:
                 args.user = args.token_user
             offline(args)
         else:
-            args.run(Connection.open(args.target, args.user, args.state_dir), args)
+            connection = Connection.open(
+                args.target,
+                args.user,
+                args.state_dir,
+                ca_file=args.ca_file,
+                plaintext=args.plaintext,
+            )
+            args.run(connection, args)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

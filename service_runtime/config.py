@@ -211,6 +211,10 @@ class Settings:
 class ServerSettings(Settings):
     """Settings every service process has."""
 
+    #: Whether serving plaintext takes PLAINTEXT=true (a computing unit serves what the
+    #: registry launched it with: a certificate of its own when the registry issues them).
+    plaintext_is_explicit: typing.ClassVar[bool] = True
+
     host: str = setting("HOST", "127.0.0.1", "Address the servers bind to.")
     port: int = setting("PORT", 0, "gRPC port of the service.", scoped=True)
     metrics_port: int = setting(
@@ -251,6 +255,13 @@ class ServerSettings(Settings):
         "read again whenever the file changes. Empty: the service serves plaintext.",
         scoped=True,
         as_file=True,
+    )
+    plaintext: bool = setting(
+        "PLAINTEXT",
+        False,
+        "Serve plaintext, without TLS: for debugging only, logged as a WARNING at start. A "
+        "service given no TLS certificate refuses to start unless this is true.",
+        scoped=True,
     )
     tls_key: str = setting(
         "TLS_KEY",
@@ -371,7 +382,17 @@ class ServerSettings(Settings):
                 raise ConfigError(
                     f"{variable(given[0])} is set but not {variable('tls_certificate')}"
                 )
+            if self.plaintext_is_explicit and not self.plaintext:
+                raise ConfigError(
+                    f"{variable('tls_certificate')} is not set: give the service a TLS "
+                    f"certificate, or set {variable('plaintext')}=true to serve plaintext "
+                    "(for debugging only)"
+                )
             return
+        if self.plaintext:
+            raise ConfigError(
+                f"{variable('plaintext')}=true and {variable('tls_certificate')} say opposite things"
+            )
         self.require("tls_key")
         requires = variable("tls_require_client_certificate")
         if self.tls_require_client_certificate:

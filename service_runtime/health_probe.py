@@ -14,11 +14,17 @@ _USAGE = "usage: HOST:PORT [CA_BUNDLE [CERTIFICATE KEY]]"
 
 
 def probe(
-    target: str, *, service: str = "", timeout: float = 1.0, tls: MeshClientTls | None = None
+    target: str,
+    *,
+    service: str = "",
+    timeout: float = 1.0,
+    tls: MeshClientTls | None = None,
+    server_name: str = "",
 ) -> str:
-    """The health of a service at target (over TLS with tls): ``SERVING``, ``NOT_SERVING``,
-    ... or ``UNREACHABLE (<status code>)`` when the call fails."""
-    with blocking_mesh_channel(target, tls) as channel:
+    """The health of a service at target (over TLS with tls, verifying server_name if given,
+    see blocking_mesh_channel): ``SERVING``, ``NOT_SERVING``, ... or
+    ``UNREACHABLE (<status code>)`` when the call fails."""
+    with blocking_mesh_channel(target, tls, server_name=server_name) as channel:
         check = channel.unary_unary(
             _CHECK,
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,

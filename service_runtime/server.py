@@ -174,6 +174,12 @@ class RunningServer:
                 self.port = self._server.add_secure_port(address, credentials)
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {address}: in use or not a local address") from exc
+        if credentials is None:
+            log.warning(
+                "serving PLAINTEXT: calls, tokens and keys cross unencrypted and "
+                "unauthenticated; for debugging only",
+                extra={"server": self.process.name, "address": address},
+            )
         await self._server.start()
         metrics.serve_metrics(settings.host, settings.metrics_port)
         if self.process.on_start is not None:

@@ -8,12 +8,19 @@
 // the user) to run on; without it the workflow runs on the user's default unit. Output on
 // stdout: one JSON object per step.
 //
-//	texera-lake dev user carol | clients/go/dist/journey [-unit ID]
+// The gateway is reached over TLS (1.2 or later), its certificate verified with the CA of
+// -ca-file, else of TEXERA_LAKE_CA_FILE, else the embedded stack's (tls.ca of stack.json in
+// TEXERA_LAKE_STACK_STATE_DIR, .stack by default), else the system's roots. Plaintext only with
+// -plaintext, for a stack started without TLS (texera-lake-stack up --plaintext), for debugging.
+//
+//	texera-lake dev user carol | build/go/journey [-unit ID] [-ca-file CA | -plaintext]
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,12 +28,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -65,6 +74,66 @@ func readUser(path string) (*devUser, error) {
 	}
 	user := &devUser{}
 	return user, json.Unmarshal(data, user)
+}
+
+// stackCA is the CA of the embedded stack whose state folder is TEXERA_LAKE_STACK_STATE_DIR
+// (.stack by default): "" when no stack.json is there, an error when the stack serves plaintext.
+func stackCA() (string, error) {
+	folder := os.Getenv("TEXERA_LAKE_STACK_STATE_DIR")
+	if folder == "" {
+		folder = ".stack"
+	}
+	data, err := os.ReadFile(filepath.Join(folder, "stack.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	var endpoints struct {
+		TLS struct {
+			Enabled bool   `json:"enabled"`
+			CA      string `json:"ca"`
+		} `json:"tls"`
+	}
+	if err := json.Unmarshal(data, &endpoints); err != nil {
+		return "", fmt.Errorf("reading %s/stack.json: %w", folder, err)
+	}
+	if !endpoints.TLS.Enabled {
+		return "", fmt.Errorf("the stack in %s serves plaintext: pass -plaintext (for debugging only)", folder)
+	}
+	return endpoints.TLS.CA, nil
+}
+
+// transport is how the client reaches the gateway: TLS verified with the CA of caFile, else of
+// TEXERA_LAKE_CA_FILE, else the embedded stack's, else the system's roots; plaintext only when
+// asked for.
+func transport(plaintext bool, caFile string) (grpc.DialOption, error) {
+	if plaintext {
+		// (grpc.WithInsecure: the option every grpc-go release has, Debian's 1.33 included.)
+		return grpc.WithInsecure(), nil
+	}
+	if caFile == "" {
+		caFile = os.Getenv("TEXERA_LAKE_CA_FILE")
+	}
+	if caFile == "" {
+		found, err := stackCA()
+		if err != nil {
+			return nil, err
+		}
+		caFile = found
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12} // RootCAs nil: the system's roots
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA: %w", err)
+		}
+		config.RootCAs = x509.NewCertPool()
+		if !config.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+		}
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(config)), nil
 }
 
 // workflow: a range of numbers with their squares, and a small inline table.
@@ -122,14 +191,12 @@ func describe(err error) map[string]interface{} {
 	return facts
 }
 
-func run(userPath, unitID string) error {
+func run(userPath, unitID string, security grpc.DialOption) error {
 	user, err := readUser(userPath)
 	if err != nil {
 		return fmt.Errorf("reading the user: %w", err)
 	}
-	// The gateway of the development stack listens in plaintext on loopback.
-	// (grpc.WithInsecure: the option every grpc-go release has, Debian's 1.33 included.)
-	conn, err := grpc.Dial(user.Gateway, grpc.WithInsecure())
+	conn, err := grpc.Dial(user.Gateway, security)
 	if err != nil {
 		return err
 	}
@@ -235,8 +302,19 @@ func run(userPath, unitID string) error {
 func main() {
 	userPath := flag.String("user", "-", "the JSON `texera-lake dev user` prints (- for stdin)")
 	unitID := flag.String("unit", "", "the computing unit to run on (default: the user's default unit)")
+	caFile := flag.String("ca-file", "", "the CA that verifies the gateway's certificate "+
+		"(default: TEXERA_LAKE_CA_FILE, else the embedded stack's, else the system's roots)")
+	plaintext := flag.Bool("plaintext", false, "no TLS, for a stack started without it (debugging only)")
 	flag.Parse()
-	if err := run(*userPath, *unitID); err != nil {
+	if *plaintext && *caFile != "" {
+		fmt.Fprintln(os.Stderr, "error: -plaintext and -ca-file exclude each other")
+		os.Exit(2)
+	}
+	security, err := transport(*plaintext, *caFile)
+	if err == nil {
+		err = run(*userPath, *unitID, security)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %s\n", err)
 		os.Exit(1)
 	}

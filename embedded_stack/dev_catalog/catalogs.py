@@ -130,7 +130,7 @@ class WarehouseCatalogs:
         self.credential_lifetime_seconds = credential_lifetime_seconds
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, int], SqlCatalog] = {}
-        self._vended: dict[tuple[str, int, str], VendedCredentials] = {}
+        self._vended: dict[tuple[str, int, str, bool], VendedCredentials] = {}
         self._sts: dict[tuple[str, int], STSClient] = {}
 
     def credential(self, record: WarehouseRecord) -> AccessKeyCredential:
@@ -152,15 +152,20 @@ class WarehouseCatalogs:
                 self._catalogs[key] = catalog
             return catalog
 
-    def vend(self, record: WarehouseRecord, location: str) -> VendedCredentials:
-        """Short-lived credentials for location, reused while more than half their life is left."""
-        key = (record.id, record.credential_version, location)
+    def vend(self, record: WarehouseRecord, location: str, *, writable: bool) -> VendedCredentials:
+        """Short-lived credentials for location (read-only unless writable), reused while more
+        than half their life is left."""
+        key = (record.id, record.credential_version, location, writable)
         with self._lock:
             cached = self._vended.get(key)
         if cached is not None and cached.fresh(self.credential_lifetime_seconds):
             return cached
         vended = assume_role(
-            self._sts_client(record), record.profile, location, self.credential_lifetime_seconds
+            self._sts_client(record),
+            record.profile,
+            location,
+            self.credential_lifetime_seconds,
+            writable=writable,
         )
         with self._lock:
             self._vended[key] = vended
@@ -191,10 +196,11 @@ class WarehouseCatalogs:
             del self._sts[client_key]
 
     def table_config(
-        self, record: WarehouseRecord, location: str, delegation: str
+        self, record: WarehouseRecord, location: str, delegation: str, *, writable: bool
     ) -> dict[str, Any]:
-        """The config and storage-credentials of a LoadTableResult for the requested delegation."""
+        """The config and storage-credentials of a LoadTableResult for the requested delegation:
+        credentials that may write only for a caller who may write the warehouse."""
         if "vended-credentials" not in delegation or not record.profile.sts_enabled:
             return {"config": {}, "storage-credentials": []}
-        config = self.vend(record, location).as_config(record.profile)
+        config = self.vend(record, location, writable=writable).as_config(record.profile)
         return {"config": config, "storage-credentials": [{"prefix": location, "config": config}]}

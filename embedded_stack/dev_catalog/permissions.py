@@ -23,7 +23,7 @@ from aiohttp import web
 from sqlalchemy import Column, Engine, MetaData, String, Table, and_, delete, insert, select
 from sqlalchemy.dialects.postgresql import insert as upsert
 
-from embedded_stack.dev_catalog.errors import bad_request, forbidden
+from embedded_stack.dev_catalog.errors import CatalogError, bad_request, forbidden
 from embedded_stack.dev_catalog.state import CatalogState, json_body
 from embedded_stack.dev_catalog.tokens import READ, WRITE, Principal, TokenIssuer
 
@@ -128,6 +128,14 @@ class Access:
             raise forbidden("a token scoped to one warehouse cannot use the management API")
         if not await self._held(principal):
             raise forbidden(f"{principal.user_id} may not use the management API")
+
+    async def may_write(self, principal: Principal, warehouse_id: str) -> bool:
+        """Whether the principal may write the warehouse (its vended credentials may too)."""
+        try:
+            await self.require_warehouse(principal, warehouse_id, WRITE)
+        except CatalogError:
+            return False
+        return True
 
     async def require_warehouse(self, principal: Principal, warehouse_id: str, access: str) -> None:
         """Raises 403 unless the principal may read (or write) the warehouse."""

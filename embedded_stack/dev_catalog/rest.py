@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from aiohttp import web
@@ -299,30 +300,38 @@ class IcebergRestApi:
         if body.get("stage-create"):
             with _iceberg_errors():
                 metadata = new_table_metadata(schema, spec, order, location, properties)
-            extra = await self.state.run(
-                self.state.catalogs.table_config, record, location, delegation
-            )
+            extra = await self._table_config(request, record, location, delegation)
             return _load_result(None, metadata.model_dump_json(), extra)
         identifier = (*namespace, name)
         table = await self._call(
             record,
             lambda c: c.create_table(identifier, schema, location, spec, order, properties),
         )
-        return await self._table_result(record, table, delegation)
+        return await self._table_result(request, record, table, delegation)
+
+    async def _table_config(
+        self, request: web.Request, record: WarehouseRecord, location: str, delegation: str
+    ) -> dict[str, Any]:
+        """A table's config and vended credentials, which write only for a caller who may."""
+        writable = await self.access.may_write(request["principal"], record.id)
+        return await self.state.run(
+            partial(self.state.catalogs.table_config, writable=writable),
+            record,
+            location,
+            delegation,
+        )
 
     async def _table_result(
-        self, record: WarehouseRecord, table: Table, delegation: str
+        self, request: web.Request, record: WarehouseRecord, table: Table, delegation: str
     ) -> web.Response:
-        extra = await self.state.run(
-            self.state.catalogs.table_config, record, table.location(), delegation
-        )
+        extra = await self._table_config(request, record, table.location(), delegation)
         return _load_result(table.metadata_location, table.metadata.model_dump_json(), extra)
 
     async def load_table(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
         table = await self._call(record, lambda c: c.load_table(identifier))
         return await self._table_result(
-            record, table, request.headers.get("X-Iceberg-Access-Delegation", "")
+            request, record, table, request.headers.get("X-Iceberg-Access-Delegation", "")
         )
 
     async def table_exists(self, request: web.Request) -> web.Response:
@@ -375,9 +384,7 @@ class IcebergRestApi:
     async def table_credentials(self, request: web.Request) -> web.Response:
         record, identifier = await self._warehouse(request), _table(request)
         table = await self._call(record, lambda c: c.load_table(identifier))
-        extra = await self.state.run(
-            self.state.catalogs.table_config, record, table.location(), "vended-credentials"
-        )
+        extra = await self._table_config(request, record, table.location(), "vended-credentials")
         return web.json_response({"storage-credentials": extra["storage-credentials"]})
 
     async def rename_table(self, request: web.Request) -> web.Response:

@@ -180,8 +180,9 @@ class VendedCredentials:
         return config
 
 
-def _session_policy(profile: S3Profile, location: str) -> str:
-    """An STS session policy that narrows the role to one location's objects."""
+def _session_policy(profile: S3Profile, location: str, *, writable: bool) -> str:
+    """An STS session policy that narrows the role to one location's objects: reading them,
+    and writing and deleting them too when writable."""
     path = location.removeprefix(f"s3://{profile.bucket}").strip("/")
     objects = (
         f"arn:aws:s3:::{profile.bucket}/{path}/*" if path else f"arn:aws:s3:::{profile.bucket}/*"
@@ -189,7 +190,7 @@ def _session_policy(profile: S3Profile, location: str) -> str:
     statements = [
         {
             "Effect": "Allow",
-            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Action": ["s3:GetObject", *(["s3:PutObject", "s3:DeleteObject"] if writable else [])],
             "Resource": objects,
         },
         {
@@ -203,10 +204,15 @@ def _session_policy(profile: S3Profile, location: str) -> str:
 
 
 def assume_role(
-    sts: STSClient, profile: S3Profile, location: str, lifetime_seconds: int
+    sts: STSClient,
+    profile: S3Profile,
+    location: str,
+    lifetime_seconds: int,
+    *,
+    writable: bool = True,
 ) -> VendedCredentials:
-    """Short-lived credentials for location, through STS AssumeRole on the profile's role,
-    asked with sts (sts_client)."""
+    """Short-lived credentials for location (read-only unless writable), through STS
+    AssumeRole on the profile's role, asked with sts (sts_client)."""
     if not profile.sts_role_arn:
         raise CatalogError(
             400,
@@ -219,7 +225,7 @@ def assume_role(
             RoleArn=profile.sts_role_arn,
             RoleSessionName=f"lake-{uuid.uuid4().hex[:16]}",
             DurationSeconds=lifetime_seconds,
-            Policy=_session_policy(profile, location),
+            Policy=_session_policy(profile, location, writable=writable),
         )["Credentials"]
     except (ClientError, BotoCoreError) as exc:
         raise storage_error(exc, profile) from exc

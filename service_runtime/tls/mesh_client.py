@@ -101,9 +101,15 @@ def mesh_channel(
 
 
 def blocking_mesh_channel(
-    target: str, tls: MeshClientTls | None, *, server_name: str = ""
+    target: str,
+    tls: MeshClientTls | None,
+    *,
+    server_name: str = "",
+    options: Sequence[tuple[str, Any]] = (),
 ) -> grpc.Channel:
     """A blocking channel to target: TLS with tls, plaintext without (see mesh_channel)."""
     if tls is None:
-        return grpc.insecure_channel(target)
-    return grpc.secure_channel(target, tls.credentials(), _server_name_options(server_name))
+        return grpc.insecure_channel(target, options=options)
+    return grpc.secure_channel(
+        target, tls.credentials(), [*options, *_server_name_options(server_name)]
+    )

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from google.protobuf import json_format
 
 from embedded_stack.s3.endpoint import BucketGrant
@@ -102,7 +101,7 @@ SHARED_UNIT_OWNER = "unit-owner"
 
 
 def share_unit(stack: Stack, unit_id: str, owner: str, user_id: str) -> None:
-    channel = grpc.insecure_channel(stack.target("gateway"))
+    channel = stack.channel("gateway", presenting=None)
     computing_unit_service_pb2_grpc.ComputingUnitServiceStub(channel).ShareComputingUnit(
         computing_unit_service_pb2.ShareComputingUnitRequest(
             computing_unit_id=unit_id, user_id=user_id

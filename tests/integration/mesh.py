@@ -18,10 +18,12 @@ import pytest
 from google.rpc import error_details_pb2
 
 from embedded_stack.s3.endpoint import BucketGrant
-from embedded_stack.stack import Stack
+from embedded_stack.stack import Stack, UnitHandle
 from embedded_stack.warehouse_request import create_warehouse_request
 from service_runtime import auth
 from service_runtime.errors import ERROR_DOMAIN, status_details
+from service_runtime.health_probe import probe
+from service_runtime.tls.identity import unit_server_name
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2, warehouse_service_pb2_grpc
 
@@ -48,15 +50,16 @@ class RegistryClient:
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, metadata=self.metadata, timeout=120)
 
-    def through(self, unit_id: str, target: str | None = None) -> RegistryClient:
+    def through(self, unit_id: str, part: str = "warehouse-service") -> RegistryClient:
         """This user acting through computing unit unit_id: the unit's credential, and the
-        user's token minted for that unit, as a unit sends them (to target, a registry)."""
+        user's token minted for that unit, as a unit sends them (to part, a registry)."""
         return registry_as(
             self.stack,
             self.subject,
             self.stack.unit_credential(unit_id),
             on_behalf=self.stack.unit_token(self.subject, unit_id),
-            target=target,
+            part=part,
+            as_unit=True,
         )
 
     def for_user(self, other: RegistryClient) -> RegistryClient:
@@ -67,6 +70,7 @@ class RegistryClient:
             other.subject,
             self.stack.unit_credential(self.subject),
             on_behalf=self.stack.unit_token(other.subject, self.subject),
+            as_unit=True,
         )
 
 
@@ -76,9 +80,13 @@ def registry_as(
     token: str,
     *,
     on_behalf: str | None = None,
-    target: str | None = None,
+    part: str = "warehouse-service",
+    as_unit: bool = False,
 ) -> RegistryClient:
-    channel = grpc.insecure_channel(target) if target else stack.channel("warehouse-service")
+    """Calls registry part with token: as the gateway (with its certificate in TLS mode), or
+    as_unit, as a computing unit or an execution's Spark task calls (at the unit port in TLS
+    mode, see Stack.registry_unit_channel)."""
+    channel = stack.registry_unit_channel(part) if as_unit else stack.channel(part)
     extra = ((auth.ON_BEHALF_KEY, on_behalf),) if on_behalf else ()
     return RegistryClient(
         stack=stack,
@@ -96,7 +104,7 @@ def user(stack: Stack, user_id: str) -> RegistryClient:
 
 def computing_unit(stack: Stack, unit_id: str) -> RegistryClient:
     """Calls as computing unit unit_id, with the credential the registry issues it."""
-    return registry_as(stack, unit_id, stack.unit_credential(unit_id))
+    return registry_as(stack, unit_id, stack.unit_credential(unit_id), as_unit=True)
 
 
 def gateway_account(stack: Stack) -> RegistryClient:
@@ -232,17 +240,43 @@ def reason_of(error: grpc.RpcError) -> tuple[str, dict[str, str]]:
     return "", {}
 
 
+def grpcurl_transport(
+    stack: Stack, presenting: str | None = None, *, server_name: str = ""
+) -> list[str]:
+    """grpcurl's flags to reach a part of the stack: in TLS mode its CA, the certificate of
+    service presenting (for the parts that require one) and the server name to verify (a
+    computing unit's); -plaintext else."""
+    if stack.tls is None:
+        return ["-plaintext"]
+    flags = ["-cacert", str(stack.tls.ca_file)]
+    if presenting is not None:
+        files = stack.tls.certificates[presenting]
+        flags += ["-cert", str(files.certificate), "-key", str(files.key)]
+    return [*flags, "-servername", server_name] if server_name else flags
+
+
 def grpcurl(
     *args: str, check: bool = True, stdin: str | None = None, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
-    """The real grpcurl binary, over plaintext; stdin feeds `-d @`."""
+    """The real grpcurl binary (args begin with its transport, see grpcurl_transport); stdin
+    feeds `-d @`."""
     return subprocess.run(
-        [str(BIN / "grpcurl"), "-plaintext", *args],
+        [str(BIN / "grpcurl"), *args],
         input=stdin,
         capture_output=True,
         text=True,
         check=check,
         timeout=timeout,
+    )
+
+
+def unit_health(stack: Stack, unit: UnitHandle, timeout: float = 1.0) -> str:
+    """A computing unit's health as the gateway would ask for it (see probe)."""
+    return probe(
+        unit.target,
+        timeout=timeout,
+        tls=stack.client_tls(),
+        server_name=unit_server_name(unit.unit_id),
     )
 
 

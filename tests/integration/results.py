@@ -114,7 +114,9 @@ def results_as(
     channel_options: tuple[tuple[str, Any], ...] = (),
 ) -> ResultClient:
     """ResultService of part (the result service, or the gateway) as user_id."""
-    channel = grpc.insecure_channel(stack.target(part), options=channel_options)
+    # A user reaches the gateway; the result service is reached as the gateway.
+    presenting = None if part == "gateway" else "gateway"
+    channel = stack.channel(part, presenting=presenting, options=channel_options)
     return ResultClient(
         result_service_pb2_grpc.ResultServiceStub(channel), bearer(stack.token_for(part, user_id))
     )

@@ -32,8 +32,8 @@ from tests.integration.mesh import (
     registry_as,
     user,
 )
-from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
-from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2_grpc
+from texera.lake.internal.v1 import registry_service_pb2
+from texera.lake.v1 import warehouse_pb2
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_oauth import OAuthClient
 
@@ -362,9 +362,11 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     wrong = secret_setting(
         "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "wrong", "wrong-secret-" + "x" * 20
     )
-    bad_target = stack.start_part("registry-wrong-secret", "warehouse_service", wrong)
+    stack.start_part("registry-wrong-secret", "warehouse_service", wrong)
     alice = registry_as(stack, "auth-alice", stack.internal_token("auth-alice"))
-    bad = RegistryClient(stack, alice.subject, *_stubs(bad_target), alice.metadata)
+    bad = registry_as(
+        stack, alice.subject, stack.internal_token(alice.subject), part="registry-wrong-secret"
+    )
     try:
         error = refused(lambda: resolve(bad, alices))
     finally:  # a replica whose catalog refuses it must not go on working the shared ledger
@@ -381,10 +383,10 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
             "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "outsider", OUTSIDER_SECRET
         ),
     }
-    outsider_target = stack.start_part("registry-outsider", "warehouse_service", outsider)
+    stack.start_part("registry-outsider", "warehouse_service", outsider)
     # A unit's binding, which may write: the outsider's client may read Alice's warehouse only.
     record_unit(stack, "cu-auth", "unit-owner", (alice.subject,))
-    unallowed = alice.through("cu-auth", outsider_target)
+    unallowed = alice.through("cu-auth", "registry-outsider")
     try:
         bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
         denied = refused(lambda: resolve(unallowed, alices))
@@ -395,18 +397,6 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
     reason, metadata = reason_of(denied)
     assert (reason, metadata["catalog_error"]) == ("CATALOG_FORBIDDEN", "invalid_scope")
-
-
-def _stubs(
-    target: str,
-) -> tuple[
-    warehouse_service_pb2_grpc.WarehouseServiceStub, registry_service_pb2_grpc.RegistryServiceStub
-]:
-    channel = grpc.insecure_channel(target)
-    return (
-        warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
-        registry_service_pb2_grpc.RegistryServiceStub(channel),
-    )
 
 
 def _schema() -> Schema:

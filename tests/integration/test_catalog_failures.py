@@ -71,7 +71,7 @@ def test_a_warehouse_the_catalog_protects_is_not_deleted(stack: Stack) -> None:
     ]
 
     gateway = warehouse_service_pb2_grpc.WarehouseServiceStub(
-        grpc.insecure_channel(stack.target("gateway"))
+        stack.channel("gateway", presenting=None)
     )
     delete = ws.DeleteWarehouseRequest(warehouse_id=warehouse.warehouse_id, purge=True)
     error = refused(

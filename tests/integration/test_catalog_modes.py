@@ -91,9 +91,7 @@ def mode_stack(
 
 
 def connect(stack: Stack, user_id: str) -> Connection:
-    return Connection(
-        grpc.insecure_channel(stack.target("gateway")), (bearer(stack.token(user_id)),)
-    )
+    return Connection(stack.channel("gateway", presenting=None), (bearer(stack.token(user_id)),))
 
 
 @dataclass

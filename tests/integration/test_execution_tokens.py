@@ -101,7 +101,7 @@ def _issue(unit: RegistryClient, execution_id: str, seconds: int = 600) -> str:
 
 
 def _vend(stack: Stack, token: str, execution_id: str, namespace: str, name: str) -> Any:
-    client = registry_as(stack, execution_id, token)
+    client = registry_as(stack, execution_id, token, as_unit=True)  # as a Spark task
     return client.call(
         client.ledger.VendTableCredentials,
         ec.VendTableCredentialsRequest(
@@ -258,7 +258,7 @@ def test_the_token_is_refused_for_another_execution(setting: Setting) -> None:
 
 
 def test_the_token_reaches_no_other_method(setting: Setting) -> None:
-    as_execution = registry_as(setting.stack, setting.mine, setting.token)
+    as_execution = registry_as(setting.stack, setting.mine, setting.token, as_unit=True)
     calls = {
         "resolve execution": lambda: as_execution.call(
             as_execution.ledger.ResolveExecution,
@@ -284,8 +284,9 @@ def test_the_token_reaches_no_other_method(setting: Setting) -> None:
     for what, call in calls.items():
         error = refused(call)
         assert error.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND), what
-    # No other service accepts it at all.
-    with grpc.insecure_channel(setting.stack.target("result-service")) as channel:
+    # No other service accepts it at all (a task could not reach one over mutual TLS; here it
+    # comes with the gateway's certificate).
+    with setting.stack.channel("result-service") as channel:
         error = refused(
             lambda: ResultServiceStub(channel).ListResults(
                 ListResultsRequest(execution_id=setting.mine),
@@ -345,9 +346,10 @@ def test_what_a_write_task_is_shipped_holds_no_catalog_token(setting: Setting) -
     table = catalog.load_table((RESULTS, setting.my_table))
     assert resolved.catalog_token in str(table.io.properties)  # pyiceberg merges it in
     renewal = ExecutionCredentials(
-        setting.stack.target("warehouse-service"),
+        setting.stack.registry_unit_target,
         setting.mine,
         lambda: IssuedToken(setting.token, 0.0, 2e9),
+        tls=setting.stack.client_tls(None),
     )
     shipped = pickle.dumps(TableAccess.of(table, renewal))
     assert resolved.catalog_token.encode() not in shipped

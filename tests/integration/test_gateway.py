@@ -52,15 +52,13 @@ cus = computing_unit_service_pb2
 def units_of(stack: Stack) -> computing_unit_service_pb2_grpc.ComputingUnitServiceStub:
     """ComputingUnitService through the gateway."""
     return computing_unit_service_pb2_grpc.ComputingUnitServiceStub(
-        grpc.insecure_channel(stack.target("gateway"))
+        stack.channel("gateway", presenting=None)
     )
 
 
-def _through(
-    stack: Stack, unit: UnitClient, target: str | None = None
-) -> tuple[UnitClient, ResultClient]:
-    """Execution and result clients calling the gateway (or target) as unit's user."""
-    channel = grpc.insecure_channel(target or stack.target("gateway"))
+def _through(stack: Stack, unit: UnitClient) -> tuple[UnitClient, ResultClient]:
+    """Execution and result clients calling the gateway as unit's user."""
+    channel = stack.channel("gateway", presenting=None)
     metadata = bearer(stack.token(unit.user_id))
     return (
         UnitClient(
@@ -73,8 +71,12 @@ def _through(
     )
 
 
-def _warehouses(target: str) -> warehouse_service_pb2_grpc.WarehouseServiceStub:
-    return warehouse_service_pb2_grpc.WarehouseServiceStub(grpc.insecure_channel(target))
+def _warehouses(stack: Stack, part: str) -> warehouse_service_pb2_grpc.WarehouseServiceStub:
+    """WarehouseService of part: a gateway as a user calls it, the registry as the gateway."""
+    presenting = "gateway" if part == "warehouse-service" else None
+    return warehouse_service_pb2_grpc.WarehouseServiceStub(
+        stack.channel(part, presenting=presenting)
+    )
 
 
 def _log_entries(stack: Stack, part: str, request_id: str) -> list[dict[str, Any]]:
@@ -113,12 +115,12 @@ def test_errors_and_request_ids_pass_through(stack: Stack) -> None:
 
     bad = create_request(grant, name="")
     error = refused(
-        lambda: _warehouses(stack.target("gateway")).CreateWarehouse(
+        lambda: _warehouses(stack, "gateway").CreateWarehouse(
             bad, metadata=metadata("gateway"), timeout=60
         )
     )
     direct = refused(
-        lambda: _warehouses(stack.target("warehouse-service")).CreateWarehouse(
+        lambda: _warehouses(stack, "warehouse-service").CreateWarehouse(
             bad, metadata=metadata("warehouse-service"), timeout=60
         )
     )
@@ -133,7 +135,7 @@ def test_errors_and_request_ids_pass_through(stack: Stack) -> None:
 def test_a_bad_token_goes_no_further_than_the_gateway(stack: Stack) -> None:
     metadata = (("authorization", "Bearer not-a-token"), ("x-request-id", "edge-forged-1"))
     error = refused(
-        lambda: _warehouses(stack.target("gateway")).ListWarehouses(
+        lambda: _warehouses(stack, "gateway").ListWarehouses(
             warehouse_service_pb2.ListWarehousesRequest(), metadata=metadata, timeout=30
         )
     )
@@ -157,7 +159,7 @@ def test_the_callers_deadline_reaches_the_backend(stack: Stack) -> None:
     )
     fault = f"{stack.catalog_url}/dev/v1/warehouse/{catalog_id}/fault"
     metadata = (*bearer(stack.token(direct.user_id)), ("x-request-id", "edge-deadline-1"))
-    stub = result_service_pb2_grpc.ResultServiceStub(grpc.insecure_channel(stack.target("gateway")))
+    stub = result_service_pb2_grpc.ResultServiceStub(stack.channel("gateway", presenting=None))
     requests.put(fault, json={"delay-seconds": 5}, timeout=10).raise_for_status()
     try:
         error = refused(
@@ -184,8 +186,8 @@ def test_the_callers_deadline_reaches_the_backend(stack: Stack) -> None:
 @pytest.fixture(scope="module")
 def strict_gateway(stack: Stack) -> str:
     """A second gateway: one call a second (bursts of 3) per user, and a result service that is
-    not there."""
-    target = stack.start_part(
+    not there; its part's name."""
+    stack.start_part(
         "strict-gateway",
         "gateway",
         {
@@ -196,11 +198,11 @@ def strict_gateway(stack: Stack) -> str:
         },
         serving=False,
     )
-    return target
+    return "strict-gateway"
 
 
 def test_each_user_has_a_rate_limit(stack: Stack, strict_gateway: str) -> None:
-    stub = _warehouses(strict_gateway)
+    stub = _warehouses(stack, strict_gateway)
 
     def call(user: str) -> Any:
         return stub.ListWarehouses(
@@ -230,15 +232,16 @@ def _retry_delay(error: grpc.RpcError) -> float:
 
 
 def test_health_follows_the_backends(stack: Stack, strict_gateway: str) -> None:
+    strict, tls = stack.target(strict_gateway), stack.client_tls(None)
     deadline = time.monotonic() + 30
-    while probe(strict_gateway, service="texera.lake.v1.WarehouseService") != "SERVING":
+    while probe(strict, service="texera.lake.v1.WarehouseService", tls=tls) != "SERVING":
         assert time.monotonic() < deadline
         time.sleep(0.5)
-    assert probe(strict_gateway, service="texera.lake.v1.ResultService") == "NOT_SERVING"
-    assert probe(strict_gateway) == "NOT_SERVING"
+    assert probe(strict, service="texera.lake.v1.ResultService", tls=tls) == "NOT_SERVING"
+    assert probe(strict, tls=tls) == "NOT_SERVING"
     names = ("Warehouse", "ComputingUnit", "Execution", "Result")
     for name in ("", *(f"texera.lake.v1.{n}Service" for n in names)):
-        assert probe(stack.target("gateway"), service=name) == "SERVING"
+        assert probe(stack.target("gateway"), service=name, tls=tls) == "SERVING"
 
 
 def test_a_crashed_unit_fails_its_execution_and_the_next_submission_starts_it_again(

@@ -19,6 +19,7 @@ from google.rpc import error_details_pb2
 from embedded_stack.stack import Stack
 from lake_client.executions import state_name
 from service_runtime.errors import status_details
+from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 from tests.integration.executions import new_user, workflow
 from tests.integration.mesh import bearer, reason
 from texera.lake.v1 import result_service_pb2, result_service_pb2_grpc
@@ -50,9 +51,9 @@ def _has_retry_info(error: grpc.aio.AioRpcError) -> bool:
     )
 
 
-async def _burst(target: str, token: str) -> list[Any]:
+async def _burst(target: str, tls: MeshClientTls | None, token: str) -> list[Any]:
     """BURST calls at once from one user: each one's answer, or its error."""
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with mesh_channel(target, tls) as channel:
         call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(LIST_WAREHOUSES)
 
         async def one() -> Any:
@@ -68,7 +69,8 @@ def test_every_call_of_a_burst_is_answered_or_refused_with_retry_info(
     stack: Stack, limited_gateway: str
 ) -> None:
     started = time.monotonic()
-    answers = asyncio.run(_burst(limited_gateway, stack.token(f"burst-{uuid.uuid4().hex[:6]}")))
+    user = stack.token(f"burst-{uuid.uuid4().hex[:6]}")
+    answers = asyncio.run(_burst(limited_gateway, stack.client_tls(None), user))
     elapsed = time.monotonic() - started
     errors = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
     codes = {error.code() for error in errors}
@@ -103,7 +105,7 @@ def test_a_stream_its_client_cancels_logs_no_error(stack: Stack) -> None:
     # A client that lets little through before it reads: the stream cannot end before it cancels.
     small_window = (("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65_536))
     stub = result_service_pb2_grpc.ResultServiceStub(
-        grpc.insecure_channel(stack.target("gateway"), options=small_window)
+        stack.channel("gateway", presenting=None, options=small_window)
     )
     request = result_service_pb2.StreamResultRequest(
         execution_id=done.execution_id, operator_id="n", max_batch_rows=1_000

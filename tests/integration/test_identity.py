@@ -49,9 +49,7 @@ def test_texera_tokens_are_refused_everywhere_but_at_the_gateway(stack: Stack) -
         )
     )
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
-    results = result_service_pb2_grpc.ResultServiceStub(
-        grpc.insecure_channel(stack.target("result-service"))
-    )
+    results = result_service_pb2_grpc.ResultServiceStub(stack.channel("result-service"))
     error = refused(
         lambda: results.ListResults(
             result_service_pb2.ListResultsRequest(execution_id="ex-1"),
@@ -61,7 +59,7 @@ def test_texera_tokens_are_refused_everywhere_but_at_the_gateway(stack: Stack) -
     )
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     unit = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.unit_for("alice").target)
+        stack.unit_channel(stack.unit_for("alice"))
     )
     error = refused(
         lambda: unit.ListExecutions(
@@ -75,7 +73,7 @@ def test_texera_tokens_are_refused_everywhere_but_at_the_gateway(stack: Stack) -
 
 def test_a_unit_takes_a_users_call_only_with_the_gateways_token_beside_it(stack: Stack) -> None:
     unit = stack.unit_for("alice")
-    stub = execution_service_pb2_grpc.ExecutionServiceStub(grpc.insecure_channel(unit.target))
+    stub = execution_service_pb2_grpc.ExecutionServiceStub(stack.unit_channel(unit))
     request = execution_service_pb2.GetExecutionRequest(execution_id="ex-no-such-execution")
     users = stack.unit_token("alice", unit.unit_id)
     results = stack.internal_token("result-service", unit_audience(unit.unit_id), SERVICE_ROLE)
@@ -106,7 +104,11 @@ def test_a_token_minted_for_a_unit_is_worth_nothing_elsewhere(stack: Stack) -> N
     assert "another service" in (error.details() or "")
     other_unit = computing_unit(stack, "cu-other")
     acting = registry_as(
-        stack, "alice", other_unit.metadata[0][1].removeprefix("Bearer "), on_behalf=for_unit
+        stack,
+        "alice",
+        other_unit.metadata[0][1].removeprefix("Bearer "),
+        on_behalf=for_unit,
+        as_unit=True,
     )
     error = refused(
         lambda: acting.call(acting.ledger.ResolveExecution, rs.ResolveExecutionRequest())

@@ -1,7 +1,8 @@
 """The whole journey with the real grpcurl binary against the gateway alone: register a
 warehouse, create a computing unit and share it, submit a workflow written as JSON to it,
 watch it to the end, read a page, list the snapshots and read the result as it was at the
-first one, and delete the unit."""
+first one, and delete the unit; over TLS verified with the stack's CA (`-cacert`), as a user
+calls the gateway (`-plaintext` against a stack without TLS)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from google.protobuf import json_format
 
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
-from tests.integration.mesh import grpcurl
+from tests.integration.mesh import grpcurl, grpcurl_transport
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +56,12 @@ def test_the_journey_with_grpcurl(short_lived_stack: Stack) -> None:
     snapshots."""
     stack = short_lived_stack
     gateway = stack.target("gateway")
-    auth = ("-H", f"authorization: Bearer {stack.token(f'journey-{uuid.uuid4().hex[:6]}')}")
+    token = stack.token(f"journey-{uuid.uuid4().hex[:6]}")
+    flags = (*grpcurl_transport(stack), "-H", f"authorization: Bearer {token}")
 
     def call(method: str, body: dict[str, Any], timeout: float = 60) -> list[dict[str, Any]]:
         answer = grpcurl(
-            *auth, "-d", "@", gateway, f"{API}.{method}", stdin=json.dumps(body), timeout=timeout
+            *flags, "-d", "@", gateway, f"{API}.{method}", stdin=json.dumps(body), timeout=timeout
         )
         return _documents(answer.stdout)
 

@@ -90,6 +90,9 @@ def test_the_run_command_runs_the_example_and_ctrl_c_stops_everything(tmp_path: 
     try:
         output = _wait_for_line(stack, "Press Ctrl-C to stop.", timeout=300)
         assert any("(public endpoint)" in line for line in output)
+        # TLS by default, the example's calls with it: no plaintext warning, the CA shown.
+        assert not any("runs plaintext" in line for line in output)
+        assert any(line.split()[:2] == ["TLS", "CA"] for line in output)
         # The example ran through the gateway and printed its result: revenue per region.
         printed = "".join(output)
         assert "SUCCEEDED" in printed
@@ -146,3 +149,31 @@ def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert f"gateway gRPC port {port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_plaintext_stack_warns_that_it_is_for_debugging(tmp_path: Path) -> None:
+    """--plaintext (TLS off): the stack says at once that it is for debugging only, before
+    anything else (here a busy port) stops it."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "texera-lake-stack"),
+                "up",
+                "--plaintext",
+                "--state-dir",
+                str(tmp_path),
+            ],
+            env={**os.environ, "TEXERA_LAKE_GATEWAY_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    [warning] = [line for line in result.stderr.splitlines() if "plaintext" in line]
+    assert warning.startswith("WARNING ")
+    assert "TEXERA_LAKE_STACK_TLS=false" in warning
+    assert "for debugging only" in warning

@@ -4,7 +4,8 @@
 The checkout here is a scratch folder holding what the block uses of one: `.venv` (the real
 one) and `.stack` (the test stack's state folder). Two users are made from the shell
 (`texera-lake dev user`), alice runs a workflow on a unit she shares with bob, and bob cannot
-read her result."""
+read her result. grpcurl verifies the gateway with the stack's CA; against a stack without
+TLS, the block runs as the README says to there, with `-plaintext` in its place."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 MARKER = "<!-- journey:"
+#: grpcurl's flag in the block, and what the README says to write in its place without TLS.
+WITH_TLS, WITHOUT_TLS = '-cacert "$CA"', "-plaintext"
 
 
 def readme_journey() -> str:
@@ -53,12 +56,24 @@ def _documents(text: str) -> list[object]:
     return documents
 
 
+def commands_for(stack: Stack) -> str:
+    """The block as a user of this stack runs it: as written over TLS, else with the
+    README's plaintext flag."""
+    commands = readme_journey()
+    assert WITHOUT_TLS not in commands
+    if stack.tls is not None:
+        return commands
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`{WITHOUT_TLS}` in place of `{WITH_TLS}`" in readme
+    return commands.replace(WITH_TLS, WITHOUT_TLS)
+
+
 def test_the_readme_journey_runs_as_written(stack: Stack, tmp_path: Path) -> None:
     assert shutil.which("jq"), "the README's journey uses jq (Debian: apt-get install jq)"
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / ".stack").symlink_to(stack.state_dir)
     run = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_journey()],
+        ["bash", "-euo", "pipefail", "-c", commands_for(stack)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -54,7 +54,7 @@ def tenancy(stack: Stack) -> Tenancy:
     warehouse_id = create_warehouse(alice, grant).warehouse_id
     execution_id = f"ex-{uuid.uuid4().hex[:10]}"
     unit.for_user(alice).call(
-        alice.ledger.BindExecution,
+        unit.ledger.BindExecution,
         rs.BindExecutionRequest(
             execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit.subject
         ),
@@ -111,7 +111,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     (
         "BindExecution (Alice's warehouse)",
         lambda t: t.unit.for_user(t.bob).call(
-            t.bob.ledger.BindExecution,
+            t.unit.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=f"ex-{uuid.uuid4().hex[:10]}",
                 warehouse_id=t.warehouse_id,
@@ -123,7 +123,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     (
         "BindExecution (Alice's execution id)",
         lambda t: t.unit.for_user(t.bob).call(
-            t.bob.ledger.BindExecution,
+            t.unit.ledger.BindExecution,
             rs.BindExecutionRequest(
                 execution_id=t.execution_id,
                 warehouse_id=t.warehouse_id,
@@ -194,10 +194,10 @@ def test_bobs_lists_never_show_alices_resources(tenancy: Tenancy) -> None:
     warehouses = bob.call(bob.warehouses.ListWarehouses, ws.ListWarehousesRequest())
     assert tenancy.warehouse_id not in [w.warehouse_id for w in warehouses.warehouses]
     listing = tenancy.unit.for_user(bob)
-    executions = listing.call(bob.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest())
+    executions = listing.call(listing.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest())
     assert tenancy.execution_id not in [e.execution_id for e in executions.executions]
     filtered = listing.call(
-        bob.ledger.ListExecutionRecords,
+        listing.ledger.ListExecutionRecords,
         rs.ListExecutionRecordsRequest(warehouse_id=tenancy.warehouse_id),
     )
     assert list(filtered.executions) == []

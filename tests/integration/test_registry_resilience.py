@@ -281,7 +281,7 @@ def test_an_outage_past_the_retry_window_fails_cleanly_and_keeps_the_telemetry(
     try:
         # Meanwhile, whoever needs the registry's database hears that it is down.
         gateway = execution_service_pb2_grpc.ExecutionServiceStub(
-            grpc.insecure_channel(stack.target("gateway"))
+            stack.channel("gateway", presenting=None)
         )
         as_user = bearer(stack.token(client.user_id))
         submission = refused(

@@ -19,13 +19,13 @@ from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.mesh import (
     RegistryClient,
     bad_fields,
-    computing_unit,
     create_request,
     create_warehouse,
     credentials,
     reason,
     record_unit,
     refused,
+    registry_as,
     user,
 )
 from texera.lake.internal.v1 import registry_service_pb2_grpc
@@ -339,12 +339,12 @@ def test_rotation_rechecks_the_stored_endpoint(alice: RegistryClient, stack: Sta
     grant = stack.provision_bucket("recheck")
     warehouse = create_warehouse(alice, grant)
     # A registry whose operator no longer allows the stack's own (loopback) endpoint.
-    target = stack.start_part(
+    stack.start_part(
         "strict-registry",
         "warehouse_service",
         {"TEXERA_LAKE_WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS": ""},
     )
-    channel = grpc.insecure_channel(target)
+    channel = stack.channel("strict-registry")
     strict = RegistryClient(
         alice.stack,
         alice.subject,
@@ -535,6 +535,8 @@ def test_a_page_token_is_bound_to_its_request(alice: RegistryClient, grant: Buck
 
 def test_the_public_api_refuses_service_tokens(stack: Stack) -> None:
     record_unit(stack, "cu-public", "unit-owner")
-    unit = computing_unit(stack, "cu-public")
+    # At the main port, where the public API is served (a unit's own calls go to the unit
+    # port in TLS mode, which does not serve it at all).
+    unit = registry_as(stack, "cu-public", stack.unit_credential("cu-public"))
     error = refused(lambda: unit.call(unit.warehouses.ListWarehouses, ws.ListWarehousesRequest()))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED

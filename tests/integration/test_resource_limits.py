@@ -19,7 +19,6 @@ from cu_service.spark import closed_to_workers
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack, UnitHandle
 from lake_client.executions import state_name
-from service_runtime.health_probe import probe
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import (
@@ -31,7 +30,7 @@ from tests.integration.executions import (
     udf,
     workflow,
 )
-from tests.integration.mesh import bad_fields, gateway_account, refused
+from tests.integration.mesh import bad_fields, gateway_account, refused, unit_health
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2
 
@@ -102,7 +101,7 @@ def test_two_billion_partitions_are_refused_by_the_default_limits(stack: Stack) 
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {"workflow.operators[0].range_source.partitions"}
     assert "TEXERA_LAKE_CU_MAX_SOURCE_PARTITIONS" in (error.details() or "")
-    assert probe(_unit(stack).target) == "SERVING"
+    assert unit_health(stack, _unit(stack)) == "SERVING"
 
 
 OVER_LIMITS = [
@@ -210,7 +209,7 @@ def test_a_workflow_over_a_limit_is_refused_naming_the_field_and_the_setting(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {field}
     assert setting in (error.details() or "")
-    assert probe(_unit(limited).target) == "SERVING"
+    assert unit_health(limited, _unit(limited)) == "SERVING"
 
 
 @dataclass
@@ -235,7 +234,7 @@ class LeaseWatch:
             beat = unit.last_heartbeat_time.ToDatetime()
             if not self.heartbeats or beat != self.heartbeats[-1]:
                 self.heartbeats.append(beat)
-            self.health.add(probe(self.unit.target, timeout=5))
+            self.health.add(unit_health(self.stack, self.unit, timeout=5))
 
     @property
     def longest_gap(self) -> float:

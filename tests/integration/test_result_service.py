@@ -27,7 +27,7 @@ from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, wareho
 pytestmark = pytest.mark.integration
 
 ROWS = 100_000
-WIDE_ROWS = 2_000_000
+WIDE_ROWS = 200_000
 PARTITIONS = 8
 
 TYPED_COLUMNS = [
@@ -261,7 +261,7 @@ def test_a_stream_is_one_arrow_ipc_stream_that_can_resume(stack: Stack, finished
     assert messages[-1].resume_page_token == ""
     assert len({m.snapshot_id for m in messages}) == 1
     # Read in place by the Python client helper, it is the same table.
-    with grpc.insecure_channel(stack.target("result-service")) as channel:
+    with stack.channel("result-service") as channel:  # as the gateway
         request = result_service_pb2.StreamResultRequest(
             execution_id=finished.execution_id, operator_id="labelled", max_batch_rows=10_000
         )
@@ -308,16 +308,24 @@ def test_a_stream_takes_projection_filter_skip_and_limit(finished: Finished) -> 
 
 @pytest.fixture(scope="module")
 def wide(stack: Stack) -> Finished:
-    """A result of 2,000,000 rows, larger than what flow control lets a stream send ahead."""
+    """A result of WIDE_ROWS rows of about 210 bytes (42 MB in Arrow), larger than what flow
+    control lets a stream send ahead on its two hops (result service to gateway to client)."""
     return _run(
         stack,
         "streamer",
         [
+            {"operator_id": "n", "range_source": {"end": WIDE_ROWS, "partitions": 8}},
             {
                 "operator_id": "wide",
-                "range_source": {"end": WIDE_ROWS, "partitions": 8},
+                "input_operator_ids": ["n"],
+                "projection": {
+                    "columns": [
+                        {"expression": "id"},
+                        {"expression": "lpad(cast(id AS STRING), 200, 'x')", "alias": "text"},
+                    ]
+                },
                 "materialize": True,
-            }
+            },
         ],
     )
 

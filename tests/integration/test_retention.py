@@ -127,7 +127,7 @@ class Person:
 
 def person(stack: Stack, name: str) -> Person:
     user_id = f"{name}-{uuid.uuid4().hex[:6]}"
-    channel = grpc.insecure_channel(stack.target("gateway"))
+    channel = stack.channel("gateway", presenting=None)
     metadata = bearer(stack.token(user_id))
     return Person(
         user_id,

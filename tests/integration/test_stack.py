@@ -10,8 +10,9 @@ import uuid
 import pytest
 
 from embedded_stack.stack import Stack
+from service_runtime.tls.identity import unit_server_name
 from tests.integration.executions import SHARED_UNIT_OWNER
-from tests.integration.mesh import BIN, grpcurl
+from tests.integration.mesh import BIN, grpcurl, grpcurl_transport
 
 pytestmark = pytest.mark.integration
 
@@ -24,6 +25,7 @@ STACK_SERVICES = {
         "texera.lake.v1.ExecutionService",
         "texera.lake.v1.ResultService",
         "texera.lake.v1.RetentionService",
+        "texera.lake.v1.IcebergAccessService",  # answered by the gateway itself
     },
     "warehouse-service": {
         "texera.lake.v1.WarehouseService",
@@ -42,19 +44,26 @@ COMMON_SERVICES = {
 }
 
 
-def _target(stack: Stack, service: str) -> str:
-    return stack.unit_for(SHARED_UNIT_OWNER).target if service == "unit" else stack.target(service)
+def _reach(stack: Stack, service: str) -> list[str]:
+    """grpcurl's transport and target for a service: the gateway as a user reaches it; the
+    services behind it and a unit as the gateway does."""
+    if service == "unit":
+        unit = stack.unit_for(SHARED_UNIT_OWNER)
+        server_name = unit_server_name(unit.unit_id)
+        return [*grpcurl_transport(stack, "gateway", server_name=server_name), unit.target]
+    presenting = None if service == "gateway" else "gateway"
+    return [*grpcurl_transport(stack, presenting), stack.target(service)]
 
 
 @pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
 def test_reflection_lists_every_service(stack: Stack, service: str) -> None:
-    listed = set(grpcurl(_target(stack, service), "list").stdout.split())
+    listed = set(grpcurl(*_reach(stack, service), "list").stdout.split())
     assert listed == EXPECTED_SERVICES[service] | COMMON_SERVICES
 
 
 @pytest.mark.parametrize("service", sorted(EXPECTED_SERVICES))
 def test_health_check_answers_serving(stack: Stack, service: str) -> None:
-    answer = json.loads(grpcurl(_target(stack, service), "grpc.health.v1.Health/Check").stdout)
+    answer = json.loads(grpcurl(*_reach(stack, service), "grpc.health.v1.Health/Check").stdout)
     assert answer == {"status": "SERVING"}
 
 
@@ -68,11 +77,12 @@ def test_grpcurl_renders_the_details_of_every_kind_of_error(stack: Stack) -> Non
         {"TEXERA_LAKE_GATEWAY_RATE_PER_SECOND": "0.01", "TEXERA_LAKE_GATEWAY_RATE_BURST": "12"},
     )
     header = f"authorization: Bearer {stack.token(f'details-{uuid.uuid4().hex[:6]}')}"
+    edge = grpcurl_transport(stack)
     method = "texera.lake.v1.WarehouseService/GetWarehouse"
 
     def get(warehouse_id: str) -> str:
         body = json.dumps({"warehouse_id": warehouse_id})
-        return grpcurl("-H", header, "-d", body, strict, method, check=False).stderr
+        return grpcurl(*edge, "-H", header, "-d", body, strict, method, check=False).stderr
 
     answers = {"NotFound": get(str(uuid.uuid4())), "InvalidArgument": get("not-an-id")}
     for _ in range(20):
@@ -89,39 +99,39 @@ def test_grpcurl_renders_the_details_of_every_kind_of_error(stack: Stack) -> Non
 
 
 def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> None:
-    target = stack.target("gateway")
-    method = grpcurl(target, "describe", "texera.lake.v1.WarehouseService.CreateWarehouse").stdout
+    target = [*grpcurl_transport(stack), stack.target("gateway")]
+    method = grpcurl(*target, "describe", "texera.lake.v1.WarehouseService.CreateWarehouse").stdout
     assert (
         "rpc CreateWarehouse ( .texera.lake.v1.CreateWarehouseRequest ) "
         "returns ( .texera.lake.v1.CreateWarehouseResponse )"
     ) in method
     assert "catalog unreachable; nothing was created" in method  # the method's comment
-    credentials = grpcurl(target, "describe", "texera.lake.v1.S3Credentials").stdout
+    credentials = grpcurl(*target, "describe", "texera.lake.v1.S3Credentials").stdout
     assert "string secret_access_key = 2 [" in credentials
     assert "(.texera.lake.v1.sensitive) = true" in credentials
     assert "// Secret access key. Required" in credentials
 
 
 def test_the_gateway_describes_no_internal_service(stack: Stack) -> None:
-    target = stack.target("gateway")
+    target = [*grpcurl_transport(stack), stack.target("gateway")]
     for internal in (
         "texera.lake.internal.v1.RegistryService",
         "texera.lake.internal.v1.BindExecutionRequest",
     ):
-        hidden = grpcurl(target, "describe", internal, check=False)
+        hidden = grpcurl(*target, "describe", internal, check=False)
         assert hidden.returncode != 0
         assert "not found" in hidden.stderr.lower()
     # The registry itself still describes its own API to its operators.
     registry = grpcurl(
-        stack.target("warehouse-service"), "describe", "texera.lake.internal.v1.RegistryService"
+        *_reach(stack, "warehouse-service"), "describe", "texera.lake.internal.v1.RegistryService"
     )
     assert "rpc BindExecution" in registry.stdout
 
 
 def test_calls_need_a_token_and_the_cli_mints_one(stack: Stack) -> None:
-    target = stack.target("gateway")
+    target = [*grpcurl_transport(stack), stack.target("gateway")]
     method = "texera.lake.v1.WarehouseService/ListWarehouses"
-    refused = grpcurl("-d", "{}", target, method, check=False)
+    refused = grpcurl("-d", "{}", *target, method, check=False)
     assert "Code: Unauthenticated" in refused.stderr
     newcomer = f"newcomer-{uuid.uuid4().hex[:6]}"
     token = subprocess.run(
@@ -137,7 +147,7 @@ def test_calls_need_a_token_and_the_cli_mints_one(stack: Stack) -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    accepted = grpcurl("-H", f"authorization: Bearer {token}", "-d", "{}", target, method)
+    accepted = grpcurl("-H", f"authorization: Bearer {token}", "-d", "{}", *target, method)
     assert json.loads(accepted.stdout) == {}  # a new user has no warehouse yet
 
 
@@ -158,7 +168,7 @@ def test_every_service_exports_metrics(stack: Stack) -> None:
 
 
 def test_service_logs_are_json_lines_with_the_service_name(stack: Stack) -> None:
-    grpcurl(stack.target("gateway"), "grpc.health.v1.Health/Check")
+    grpcurl(*_reach(stack, "gateway"), "grpc.health.v1.Health/Check")
     for name in STACK_SERVICES:
         lines = (stack.log_dir / f"{name}.log").read_text().splitlines()
         entries = [json.loads(line) for line in lines if line.startswith("{")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import grpc
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 def test_an_execution_is_one_trace_from_the_gateway_to_the_first_page(stack: Stack) -> None:
     direct, warehouse_id, _ = new_user(stack, "traced")
-    channel = grpc.insecure_channel(stack.target("gateway"))
+    channel = stack.channel("gateway", presenting=None)
     with TracerProvider().get_tracer("test").start_as_current_span("client") as root:
         # The user's calls through the gateway, in the client's trace.
         metadata = (*bearer(stack.token(direct.user_id)), *trace_metadata())

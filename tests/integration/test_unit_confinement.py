@@ -70,7 +70,8 @@ class Caller:
             self.subject,
             self.stack.unit_credential(unit_id),
             on_behalf=self.stack.unit_token(self.subject, unit_id),
-            target=self.stack.target(self.part),
+            part=self.part,
+            as_unit=True,
         )
         request = rs.BindExecutionRequest(
             execution_id=f"ex-{uuid.uuid4().hex[:12]}",
@@ -91,7 +92,7 @@ def people(stack: Stack, part: str = REGISTRY) -> tuple[Caller, Caller, Caller]:
                 stack,
                 f"{name}-{suffix}",
                 stack.internal_token(f"{name}-{suffix}"),
-                target=stack.target(part),
+                part=part,
             ),
             computing_unit_service_pb2_grpc.ComputingUnitServiceStub(stack.channel(part)),
         )

@@ -50,7 +50,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def heartbeat(stack: Stack, unit_id: str, credential: str) -> rs.HeartbeatComputingUnitResponse:
-    unit = registry_as(stack, unit_id, credential)
+    unit = registry_as(stack, unit_id, credential, as_unit=True)
     beat: rs.HeartbeatComputingUnitResponse = unit.call(
         unit.ledger.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=unit_id),

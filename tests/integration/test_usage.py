@@ -107,7 +107,7 @@ def new_lake(stack: Stack, name: str, ends: tuple[int, ...]) -> Lake:
     a third of them kept)."""
     owner = f"{name}-{uuid.uuid4().hex[:6]}"
     warehouses = warehouse_service_pb2_grpc.WarehouseServiceStub(
-        grpc.insecure_channel(stack.target("gateway"))
+        stack.channel("gateway", presenting=None)
     )
     created = warehouses.CreateWarehouse(
         create_request(stack.provision_bucket(name), name=name),
@@ -248,7 +248,9 @@ def test_the_command_line_shows_the_same_figures(
     execution_id = next(iter(lake.executions))
     one = lake.execution_usage(execution_id)
     monkeypatch.setenv("TEXERA_LAKE_TOKEN", lake.stack.token(lake.owner))
-    target = ["--target", lake.stack.target("gateway"), "usage"]
+    tls = lake.stack.tls
+    transport = ["--ca-file", str(tls.ca_file)] if tls else ["--plaintext"]
+    target = ["--target", lake.stack.target("gateway"), *transport, "usage"]
     cli([*target, lake.warehouse_id])
     cli([*target, "--execution", execution_id])
     warehouse_lines, execution_lines = (
@@ -421,7 +423,7 @@ def test_a_deleted_execution_stores_nothing_and_the_sum_follows(stack: Stack) ->
     before = lake.execution_usage(deleted)
     assert figures(before.usage).tables == 3
     executions = execution_service_pb2_grpc.ExecutionServiceStub(
-        grpc.insecure_channel(stack.target("gateway"))
+        stack.channel("gateway", presenting=None)
     )
     executions.DeleteExecution(
         execution_service_pb2.DeleteExecutionRequest(execution_id=deleted),

@@ -40,7 +40,7 @@ def _delete_warehouse(stack: Stack, owner: str, warehouse_id: str) -> warehouse_
 
 
 def _delete_execution(stack: Stack, owner: str, execution_id: str) -> None:
-    with grpc.insecure_channel(stack.target("gateway")) as channel:
+    with stack.channel("gateway", presenting=None) as channel:
         execution_service_pb2_grpc.ExecutionServiceStub(channel).DeleteExecution(
             es.DeleteExecutionRequest(execution_id=execution_id),
             metadata=bearer(stack.token(owner)),

@@ -133,7 +133,7 @@ class Shared:
 @pytest.fixture(scope="module")
 def shared(stack: Stack) -> Iterator[Shared]:
     unit_id = stack.unit_for(SHARED_UNIT_OWNER).unit_id
-    channel = grpc.insecure_channel(stack.target("gateway"))
+    channel = stack.channel("gateway", presenting=None)
     suffix = uuid.uuid4().hex[:6]
 
     def make(name: str) -> Caller:

@@ -24,7 +24,11 @@ PLATFORM = {
 
 
 def registry(**values: object) -> WarehouseServiceSettings:
-    return WarehouseServiceSettings(database_url="postgresql://registry@db/lake", **values)  # type: ignore[arg-type]
+    return WarehouseServiceSettings(
+        database_url="postgresql://registry@db/lake",
+        plaintext=True,
+        **values,  # type: ignore[arg-type]
+    )
 
 
 def test_an_unknown_mode_is_refused_naming_the_variable() -> None:

@@ -14,6 +14,12 @@ from service_runtime.config import ConfigError, Settings, markdown_table, settin
 from tests.conftest import ROOT
 from warehouse_service.settings import WarehouseServiceSettings
 
+#: Serving plaintext, as a service must be told to: these tests check other settings.
+PLAINTEXT = {
+    "TEXERA_LAKE_RESULT_PLAINTEXT": "true",
+    "TEXERA_LAKE_WAREHOUSE_PLAINTEXT": "true",
+}
+
 
 @dataclass(frozen=True, repr=False)
 class ExampleSettings(Settings):
@@ -84,10 +90,12 @@ def test_a_missing_secret_file_is_refused(tmp_path: Path) -> None:
 
 def test_secret_length_validation_names_the_file_variable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="TEXERA_LAKE_RESULT_PAGE_TOKEN_KEY_FILE must be set"):
-        ResultServiceSettings.from_env({}).validate()
+        ResultServiceSettings.from_env(PLAINTEXT).validate()
     short = _secret_file(tmp_path, "short")
     with pytest.raises(ConfigError, match="PAGE_TOKEN_KEY_FILE must hold at least 32"):
-        ResultServiceSettings.from_env({"TEXERA_LAKE_RESULT_PAGE_TOKEN_KEY_FILE": short}).validate()
+        ResultServiceSettings.from_env(
+            {**PLAINTEXT, "TEXERA_LAKE_RESULT_PAGE_TOKEN_KEY_FILE": short}
+        ).validate()
 
 
 def test_the_configuration_page_documents_every_setting() -> None:
@@ -104,8 +112,8 @@ def test_the_configuration_page_documents_every_setting() -> None:
 def test_the_warehouse_token_scope_may_fill_in_only_the_warehouse_and_access() -> None:
     variable = "TEXERA_LAKE_CATALOG_WAREHOUSE_TOKEN_SCOPE"
     with pytest.raises(ConfigError, match=variable):
-        WarehouseServiceSettings.from_env({variable: "warehouse:{id}"}).validate()
+        WarehouseServiceSettings.from_env({**PLAINTEXT, variable: "warehouse:{id}"}).validate()
     # A fixed scope passes that check: validation goes on to the next missing setting.
     with pytest.raises(ConfigError) as error:
-        WarehouseServiceSettings.from_env({variable: "lakekeeper"}).validate()
+        WarehouseServiceSettings.from_env({**PLAINTEXT, variable: "lakekeeper"}).validate()
     assert "TEXERA_LAKE_WAREHOUSE_DATABASE_URL_FILE" in str(error.value)

@@ -34,7 +34,10 @@ def test_anything_else_is_refused(text: str) -> None:
 
 def test_the_registry_refuses_to_start_with_a_bad_profile() -> None:
     settings = WarehouseServiceSettings.from_env(
-        {"TEXERA_LAKE_CATALOG_DELETE_PROFILE": "soft:never"}
+        {
+            "TEXERA_LAKE_CATALOG_DELETE_PROFILE": "soft:never",
+            "TEXERA_LAKE_WAREHOUSE_PLAINTEXT": "true",
+        }
     )
     with pytest.raises(ConfigError, match="CATALOG_DELETE_PROFILE"):
         settings.validate()

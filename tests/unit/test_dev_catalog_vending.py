@@ -3,6 +3,7 @@ whatever the number of tables; STS itself is stood in for by a recorder."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,9 +64,11 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[RecordingSts]:
 def test_tables_of_one_warehouse_share_its_sts_client(made: list[RecordingSts]) -> None:
     vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
     record = _record(1)
-    first = vending.vend(record, "s3://bucket/ns/a")
-    second = vending.vend(record, "s3://bucket/ns/b")
-    assert vending.vend(record, "s3://bucket/ns/a") == first  # still fresh: not asked again
+    first = vending.vend(record, "s3://bucket/ns/a", writable=True)
+    second = vending.vend(record, "s3://bucket/ns/b", writable=True)
+    assert (
+        vending.vend(record, "s3://bucket/ns/a", writable=True) == first
+    )  # still fresh: not asked again
     assert len(made) == 1
     assert len(made[0].sessions) == 2
     assert "ns/a/*" in made[0].sessions[0]
@@ -75,8 +78,23 @@ def test_tables_of_one_warehouse_share_its_sts_client(made: list[RecordingSts]) 
 
 def test_a_rotated_or_forgotten_credential_gets_a_new_client(made: list[RecordingSts]) -> None:
     vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
-    vending.vend(_record(1), "s3://bucket/ns/a")
-    vending.vend(_record(2), "s3://bucket/ns/a")
+    vending.vend(_record(1), "s3://bucket/ns/a", writable=True)
+    vending.vend(_record(2), "s3://bucket/ns/a", writable=True)
     vending.forget("w1")
-    vending.vend(_record(2), "s3://bucket/ns/a")
+    vending.vend(_record(2), "s3://bucket/ns/a", writable=True)
     assert len(made) == 3
+
+
+def test_a_reader_is_vended_credentials_that_only_read(made: list[RecordingSts]) -> None:
+    vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
+    record = _record(1)
+    reader = vending.vend(record, "s3://bucket/ns/a", writable=False)
+    writer = vending.vend(record, "s3://bucket/ns/a", writable=True)
+    assert reader.access_key_id != writer.access_key_id  # each its own session
+    read_policy, write_policy = (json.loads(policy) for policy in made[0].sessions)
+    assert read_policy["Statement"][0]["Action"] == ["s3:GetObject"]
+    assert set(write_policy["Statement"][0]["Action"]) == {
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+    }

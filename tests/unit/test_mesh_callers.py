@@ -296,6 +296,7 @@ def test_client_certificate_settings_need_a_ca_bundle_and_both_files(mesh: MeshF
     environ = {
         "TEXERA_LAKE_TLS_CLIENT_CERTIFICATE_FILE": str(client.certificate),
         "TEXERA_LAKE_TLS_CLIENT_KEY_FILE": str(client.key),
+        "TEXERA_LAKE_PLAINTEXT": "true",  # no certificate to serve with: told to
     }
     with pytest.raises(ConfigError, match="TLS_CA_BUNDLE"):
         ServerSettings.from_env(environ).validate()

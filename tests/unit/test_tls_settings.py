@@ -46,10 +46,23 @@ def test_certificate_files_are_settings_holding_their_paths(mesh: MeshFiles) -> 
     assert environment[f"{PREFIX}KEY_FILE"] not in repr(settings)
 
 
-def test_without_a_certificate_nothing_changes() -> None:
+def test_without_a_certificate_a_service_serves_plaintext_only_when_told() -> None:
     settings = GatewaySettings.from_env({})
     assert (settings.tls_certificate, settings.tls_key, settings.tls_client_ca) == ("", "", "")
-    ServerSettings.validate(settings)
+    with pytest.raises(ConfigError, match="or set TEXERA_LAKE_GATEWAY_PLAINTEXT=true"):
+        ServerSettings.validate(settings)
+    ServerSettings.validate(GatewaySettings.from_env({"TEXERA_LAKE_GATEWAY_PLAINTEXT": "true"}))
+
+
+def test_plaintext_beside_a_certificate_is_refused(mesh: MeshFiles) -> None:
+    environment = {**_tls_environment(mesh), "TEXERA_LAKE_GATEWAY_PLAINTEXT": "true"}
+    with pytest.raises(ConfigError, match="say opposite things"):
+        ServerSettings.validate(GatewaySettings.from_env(environment))
+
+
+def test_a_unit_serves_what_the_registry_launched_it_with() -> None:
+    """No certificate, no PLAINTEXT: a unit of a registry that issues no certificates."""
+    ComputingUnitSettings(credential="unit-credential").validate()
 
 
 def test_a_certificate_given_in_the_environment_itself_is_refused() -> None:

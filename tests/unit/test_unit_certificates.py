@@ -83,7 +83,9 @@ def _as_gateway(mesh: MeshFiles, port: int, server_name: str) -> grpc.aio.Channe
 async def _handshake_refused(mesh: MeshFiles, port: int, server_name: str) -> bool:
     """Whether the gateway's call to port, meaning server_name, fails in the handshake."""
     async with _as_gateway(mesh, port, server_name) as channel:
-        health = channel.unary_unary("/grpc.health.v1.Health/Check")
+        health: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/grpc.health.v1.Health/Check"
+        )
         try:
             await health(b"", timeout=10)
         except grpc.aio.AioRpcError as error:

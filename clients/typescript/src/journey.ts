@@ -8,12 +8,22 @@
 // on; without it the workflow runs on the user's default unit. Output on stdout: one JSON
 // object per step.
 //
-//   texera-lake dev user carol | node clients/typescript/dist/journey.js [unit id]
+// The gateway is reached over TLS (1.2 or later), its certificate verified with the CA of
+// --ca-file, else of TEXERA_LAKE_CA_FILE, else the embedded stack's (tls.ca of stack.json in
+// TEXERA_LAKE_STACK_STATE_DIR, .stack by default), else Node.js's roots. Plaintext only with
+// --plaintext, for a stack started without TLS (texera-lake-stack up --plaintext), for debugging.
+//
+//   texera-lake dev user carol |
+//     node clients/typescript/dist/journey.js [unit id] [--ca-file CA | --plaintext]
+
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
 
 import { create, fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, type GrpcTransportOptions } from "@connectrpc/connect-node";
 import { tableFromIPC } from "apache-arrow";
 
 import { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
@@ -48,6 +58,38 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+// The CA of the embedded stack whose state folder is TEXERA_LAKE_STACK_STATE_DIR (.stack by
+// default): undefined when no stack.json is there; an error when the stack serves plaintext.
+function stackCa(): string | undefined {
+  const folder = process.env.TEXERA_LAKE_STACK_STATE_DIR || ".stack";
+  const file = join(folder, "stack.json");
+  if (!existsSync(file)) return undefined;
+  const endpoints = JSON.parse(readFileSync(file, "utf8")) as {
+    tls?: { enabled?: boolean; ca?: string };
+  };
+  const tls = endpoints.tls;
+  if (!tls?.enabled || !tls.ca) {
+    throw new Error(`the stack in ${folder} serves plaintext: pass --plaintext (for debugging only)`);
+  }
+  return tls.ca;
+}
+
+// How the client reaches the gateway: TLS verified with the CA of caFile, else of
+// TEXERA_LAKE_CA_FILE, else the embedded stack's, else Node.js's roots; plaintext only when
+// asked for.
+function connection(
+  gateway: string,
+  plaintext: boolean,
+  caFile: string | undefined,
+): Pick<GrpcTransportOptions, "baseUrl" | "nodeOptions"> {
+  if (plaintext) return { baseUrl: `http://${gateway}` };
+  const ca = caFile || process.env.TEXERA_LAKE_CA_FILE || stackCa();
+  return {
+    baseUrl: `https://${gateway}`,
+    nodeOptions: { minVersion: "TLSv1.2", ...(ca ? { ca: readFileSync(ca) } : {}) },
+  };
+}
+
 // A workflow written as protobuf JSON: a range of numbers and their squares, and a small
 // inline table whose numbers reach the unit intact (see the README on keepCase).
 const WORKFLOW: JsonObject = {
@@ -75,13 +117,20 @@ const WORKFLOW: JsonObject = {
 };
 
 async function main(): Promise<void> {
+  const { values: options, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { "ca-file": { type: "string" }, plaintext: { type: "boolean", default: false } },
+  });
+  if (options.plaintext && options["ca-file"]) {
+    throw new Error("--plaintext and --ca-file exclude each other");
+  }
   const user = JSON.parse(await readStdin()) as DevUser;
   const authenticate: Interceptor = (next) => async (request) => {
     request.header.set("authorization", `Bearer ${user.token}`);
     return next(request);
   };
   const transport = createGrpcTransport({
-    baseUrl: `http://${user.gateway}`,
+    ...connection(user.gateway, options.plaintext, options["ca-file"]),
     interceptors: [authenticate],
   });
   const warehouses = createClient(WarehouseService, transport);
@@ -100,7 +149,7 @@ async function main(): Promise<void> {
 
   const submission: JsonObject = {
     warehouse_id: warehouseId,
-    computing_unit_id: process.argv[2] ?? "",
+    computing_unit_id: positionals[0] ?? "",
     workflow: WORKFLOW,
   };
   const { execution } = await executions.submitExecution(
@@ -168,7 +217,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const failure = ConnectError.from(error);
-  console.error(`error: ${Code[failure.code]}: ${failure.rawMessage}`);
+  if (error instanceof ConnectError) {
+    console.error(`error: ${Code[error.code]}: ${error.rawMessage}`);
+  } else {
+    console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
+  }
   process.exit(1);
 });
