@@ -128,7 +128,11 @@ def _command_line(process: psutil.Process) -> str:
         return ""
 
 
-def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
+def _up_with_a_busy_gateway_port(
+    tmp_path: Path, *flags: str
+) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """`texera-lake-stack up` with flags, while the gateway's port is taken; the port and
+    what the command did."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -137,6 +141,7 @@ def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
             [
                 str(Path(sys.executable).parent / "texera-lake-stack"),
                 "up",
+                *flags,
                 "--state-dir",
                 str(tmp_path),
             ],
@@ -146,6 +151,11 @@ def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
             timeout=60,
             check=False,
         )
+    return port, result
+
+
+def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
+    port, result = _up_with_a_busy_gateway_port(tmp_path)
     assert result.returncode == 1
     assert f"gateway gRPC port {port}" in result.stderr
     assert "Traceback" not in result.stderr
@@ -154,24 +164,7 @@ def test_the_stack_explains_a_port_conflict(tmp_path: Path) -> None:
 def test_a_plaintext_stack_warns_that_it_is_for_debugging(tmp_path: Path) -> None:
     """--plaintext (TLS off): the stack says at once that it is for debugging only, before
     anything else (here a busy port) stops it."""
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "texera-lake-stack"),
-                "up",
-                "--plaintext",
-                "--state-dir",
-                str(tmp_path),
-            ],
-            env={**os.environ, "TEXERA_LAKE_GATEWAY_PORT": str(port)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    _, result = _up_with_a_busy_gateway_port(tmp_path, "--plaintext")
     assert result.returncode == 1
     [warning] = [line for line in result.stderr.splitlines() if "plaintext" in line]
     assert warning.startswith("WARNING ")
