@@ -1,4 +1,5 @@
-"""moto as a WSGI application in this process, with its IAM authentication switched on.
+"""moto as a WSGI application in this process, with its IAM authentication switched on, and
+STS session policies enforced.
 
 moto starts with authentication off. ``authenticated_moto()`` creates an
 administrator through moto's own IAM API while it is still off, then switches
@@ -8,19 +9,38 @@ this happens through the application object before any socket is open, so no
 request from outside ever reaches moto unauthenticated, and moto's admin API
 (/moto-api/) is reachable only through what wraps the application.
 
+moto checks a request signed with temporary credentials against the assumed role's policies
+only, and ignores the session policy the AssumeRole call narrowed them with (the one a catalog
+gives credentials it vends for one table, or for reading only). ``_SessionPolicies`` adds that
+check, as S3 makes it: the request must be allowed by the role and by the session policy.
+Statements with conditions (``s3:prefix`` on ListBucket) are taken without their conditions,
+which moto cannot evaluate for S3: listing is narrowed to the bucket, not to the prefix. moto
+authorizes a batch delete (DeleteObjects) once, as ``s3:DeleteObject`` on the bucket, where S3
+checks each key: the session policy lets it through when it allows deleting some objects of the
+bucket, so batch deletes are narrowed to credentials that may delete, not to their prefix.
+
 This is the one module that knows moto's server internals.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import json
 from typing import Any
 from xml.etree import ElementTree
 
+from moto.iam.access_control import (
+    AssumedRoleAccessKey,
+    IAMPolicy,
+    IAMRequestBase,
+    PermissionResult,
+)
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.sts.models import sts_backends
 from werkzeug.test import Client
 
 from embedded_stack.s3.endpoint import AccessKey, allow, policy
@@ -87,8 +107,64 @@ def _switch_authentication_on(client: Client) -> None:
         raise RuntimeError("could not switch on moto's IAM authentication")
 
 
+def _session_policy(key: AssumedRoleAccessKey) -> str | None:
+    """The session policy the temporary key was issued with, without statements' conditions;
+    None without one."""
+    roles = sts_backends[key.account_id][key.partition].assumed_roles
+    issued = next((r for r in roles if r.access_key_id == key._access_key_id), None)
+    if issued is None or not issued.policy:
+        return None
+    document = json.loads(issued.policy)
+    statements = document.get("Statement", [])
+    for statement in statements if isinstance(statements, list) else [statements]:
+        statement.pop("Condition", None)
+    return json.dumps(document)
+
+
+def _allows_deleting_in(policy: str, bucket_arn: str) -> bool:
+    """Whether policy allows s3:DeleteObject on some object of the bucket."""
+    statements = json.loads(policy).get("Statement", [])
+    for statement in statements if isinstance(statements, list) else [statements]:
+        actions, resources = statement.get("Action", []), statement.get("Resource", [])
+        actions = actions if isinstance(actions, list) else [actions]
+        resources = resources if isinstance(resources, list) else [resources]
+        if (
+            statement.get("Effect") == "Allow"
+            and any(fnmatch.fnmatchcase("s3:DeleteObject", action) for action in actions)
+            and any(r == "*" or r.startswith(f"{bucket_arn}/") for r in resources)
+        ):
+            return True
+    return False
+
+
+#: moto's own check, which the session policy's comes after.
+MOTO_ROLE_CHECK = IAMRequestBase.check_action_permitted
+
+
+def _check_with_session_policy(request: IAMRequestBase, resource: str) -> None:
+    """moto's check (the key's or the role's policies), then the session policy's."""
+    MOTO_ROLE_CHECK(request, resource)
+    key = request._access_key
+    if not isinstance(key, AssumedRoleAccessKey):
+        return
+    policy = _session_policy(key)
+    if policy is None:
+        return
+    bucket_arn = resource.rstrip("/")
+    if request._action == "s3:DeleteObject" and "/" not in bucket_arn.removeprefix("arn:aws:s3:::"):
+        if not _allows_deleting_in(policy, bucket_arn):
+            request._raise_access_denied()
+        return
+    if IAMPolicy(policy).is_action_permitted(request._action, resource) != (
+        PermissionResult.PERMITTED
+    ):
+        request._raise_access_denied()
+
+
 def authenticated_moto() -> tuple[DomainDispatcherApplication, AccessKey]:
-    """moto's WSGI application with authentication on, and its administrator's key."""
+    """moto's WSGI application with authentication on, session policies enforced, and its
+    administrator's key."""
+    IAMRequestBase.check_action_permitted = _check_with_session_policy  # type: ignore[method-assign,assignment]
     app = _Dispatcher()
     client = Client(app)
     admin = _create_admin(client)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -172,6 +173,58 @@ def test_expired_temporary_credentials_are_refused(grant: BucketGrant) -> None:
         _error_code(lambda: temporary.put_object(Bucket=grant.bucket, Key="after", Body=b"x"))
         == "ExpiredToken"
     )
+
+
+def test_a_session_policy_narrows_temporary_credentials(grant: BucketGrant) -> None:
+    """As S3 and MinIO do: credentials assumed with a session policy reach what both the role
+    and the policy allow (here, reading one prefix)."""
+    owner = _s3(grant.endpoint, grant.access_key.access_key_id, grant.access_key.secret_access_key)
+    for key in ("table-a/data", "table-b/data"):
+        owner.put_object(Bucket=grant.bucket, Key=key, Body=b"rows")
+    sts = boto3.client(
+        "sts",
+        endpoint_url=grant.endpoint,
+        region_name=REGION,
+        aws_access_key_id=grant.access_key.access_key_id,
+        aws_secret_access_key=grant.access_key.secret_access_key,
+    )
+    read_one_prefix = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{grant.bucket}/table-a/*",
+            }
+        ],
+    }
+    credentials = sts.assume_role(
+        RoleArn=grant.role_arn,
+        RoleSessionName="narrowed",
+        Policy=json.dumps(read_one_prefix),
+    )["Credentials"]
+    narrowed = _s3(
+        grant.endpoint,
+        credentials["AccessKeyId"],
+        credentials["SecretAccessKey"],
+        credentials["SessionToken"],
+    )
+    assert narrowed.get_object(Bucket=grant.bucket, Key="table-a/data")["Body"].read() == b"rows"
+    refused = [
+        lambda: narrowed.get_object(Bucket=grant.bucket, Key="table-b/data"),
+        lambda: narrowed.put_object(Bucket=grant.bucket, Key="table-a/forged", Body=b"x"),
+        lambda: narrowed.delete_object(Bucket=grant.bucket, Key="table-a/data"),
+    ]
+    assert [_error_code(call) for call in refused] == ["AccessDenied"] * 3
+    batch = narrowed.delete_objects(
+        Bucket=grant.bucket, Delete={"Objects": [{"Key": "table-a/data"}]}
+    )
+    assert [e["Code"] for e in batch.get("Errors", [])] == ["AccessDenied"]  # reading only
+    widest = sts.assume_role(RoleArn=grant.role_arn, RoleSessionName="whole-role")["Credentials"]
+    whole = _s3(
+        grant.endpoint, widest["AccessKeyId"], widest["SecretAccessKey"], widest["SessionToken"]
+    )
+    whole.put_object(Bucket=grant.bucket, Key="table-b/more", Body=b"x")  # no policy: the role
 
 
 def test_vended_credentials_expire_and_a_reload_renews_them(short_lived_stack: Stack) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from moto import __version__ as moto_version
+from moto.iam.access_control import AssumedRoleAccessKey, IAMRequestBase
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.sts.models import AssumedRole
 from werkzeug.test import Client, TestResponse
 
 from embedded_stack.s3.endpoint import AccessKey
 from embedded_stack.s3.gate import Gate
-from embedded_stack.s3.moto_app import authenticated_moto
+from embedded_stack.s3.moto_app import MOTO_ROLE_CHECK, authenticated_moto
 
 #: A SigV4 header with a key moto does not know; the gate only reads who signed it.
 UNKNOWN_KEY = (
@@ -87,3 +90,16 @@ def test_moto_works_out_a_hosts_backend_once(
         answer = client.get("/", headers={"Authorization": UNKNOWN_KEY.replace("/s3/", "/sts/")})
         assert answer.status_code == 403
     assert looked_up.count("sts.us-east-1.amazonaws.com") <= 1
+
+
+def test_the_moto_internals_the_session_policy_check_relies_on_are_there() -> None:
+    """moto_app wraps moto's private IAM check; a moto that moved fails here first."""
+    assert moto_version.startswith("5.")
+    assert list(inspect.signature(MOTO_ROLE_CHECK).parameters) == [
+        "self",
+        "resource",
+    ]
+    assert hasattr(IAMRequestBase, "_raise_access_denied")
+    assert "account_id" in inspect.signature(AssumedRoleAccessKey.__init__).parameters
+    assert {"access_key", "policy"} <= set(inspect.signature(AssumedRole.__init__).parameters)
+    assert "self.access_key_id = " in inspect.getsource(AssumedRole.__init__)
