@@ -46,9 +46,17 @@ class Parts:
 
 
 class Gateway:
-    def __init__(self, settings: GatewaySettings, tokens: TokenExchange, users: Verifier) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        tokens: TokenExchange,
+        users: Verifier,
+        limits: RateLimiter,
+    ) -> None:
         self.settings = settings
         self.tokens = tokens
+        #: Each user's rate limit, one for the gRPC port and the Iceberg REST catalog alike.
+        self._limits = limits
         #: The Iceberg REST catalog's callers, when the gateway serves it.
         self._iceberg_callers = (
             IcebergCallers(users, settings.signing_key, tokens, settings.iceberg_token_seconds)
@@ -93,7 +101,7 @@ class Gateway:
             callers,
             reader,
             UpstreamCatalog(trust.ssl_context() if trust.verify else False),
-            RateLimiter(settings.rate_per_second, settings.rate_burst),
+            self._limits,
         )
         certificate = (
             CertificateFiles(settings.tls_certificate, settings.tls_key)
@@ -139,8 +147,9 @@ def build() -> ServiceProcess:
         raise ConfigError(f"TEXERA_LAKE_GATEWAY_SIGNING_KEY_FILE: {exc}") from exc
     tokens = TokenExchange(signer, settings.internal_token_seconds)
     users = UserTokenVerifier(settings.jwt_secret)
-    gateway = Gateway(settings, tokens, users)
-    admission = Admission(RateLimiter(settings.rate_per_second, settings.rate_burst))
+    limits = RateLimiter(settings.rate_per_second, settings.rate_burst)
+    gateway = Gateway(settings, tokens, users, limits)
+    admission = Admission(limits)
     return ServiceProcess(
         name="gateway",
         settings=settings,

@@ -23,6 +23,7 @@ from service_runtime.errors import (
     invalid_argument,
     not_found,
 )
+from service_runtime.identifiers import check_identifier
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import computing_unit_service_pb2, computing_unit_service_pb2_grpc
 from warehouse_service import records
@@ -30,7 +31,6 @@ from warehouse_service.db import Connection, Database, present
 from warehouse_service.unit_supervisor import UnitSupervisor, new_unit_id, usable_unit
 from warehouse_service.validation import (
     check_display_name,
-    check_identifier,
     check_request_id,
     check_user_id,
 )

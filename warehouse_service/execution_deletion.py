@@ -17,12 +17,12 @@ import asyncpg
 
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, failed_precondition, not_found
+from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import execution_service_pb2, execution_service_pb2_grpc
 from warehouse_service import platform_warehouse, records, retention_store
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.permissions import Role, require
-from warehouse_service.validation import check_identifier
 
 log = logging.getLogger("warehouse_service.execution_deletion")
 

@@ -41,6 +41,7 @@ from service_runtime.errors import (
     failed_precondition,
     not_found,
 )
+from service_runtime.identifiers import check_identifier
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.internal.v1 import (
     execution_credentials_pb2,
@@ -57,7 +58,6 @@ from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
     check_endpoint_address,
-    check_identifier,
     check_request_id,
     check_uuid,
 )

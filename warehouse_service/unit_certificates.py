@@ -32,8 +32,9 @@ REQUEST_FIELD = "certificate_signing_request"
 _CURVES = (ec.SECP256R1, ec.SECP384R1)
 
 
-def _unit_variable(setting: str) -> str:
-    """A unit's setting by its variable, as the launcher hands secrets (without ``_FILE``)."""
+def unit_secret(setting: str) -> str:
+    """The name a unit's setting is handed over by, as the launcher hands secrets: its
+    variable without ``_FILE`` (the launcher names the file)."""
     return ComputingUnitSettings.variable_of(setting).removesuffix("_FILE")
 
 
@@ -80,8 +81,8 @@ class UnitCertificates:
             ip_addresses=[],
         )
         return {
-            _unit_variable("tls_certificate"): issued.chain_pem.decode(),
-            _unit_variable("tls_key"): issued.private_key_pem.decode(),
+            unit_secret("tls_certificate"): issued.chain_pem.decode(),
+            unit_secret("tls_key"): issued.private_key_pem.decode(),
         }
 
     def renewed(self, unit_id: str, signing_request: bytes) -> bytes:

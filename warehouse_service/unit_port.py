@@ -19,7 +19,6 @@ from typing import Any
 
 import grpc
 
-from cu_service.settings import ComputingUnitSettings
 from service_runtime.auth import Authenticator
 from service_runtime.config import ConfigError, read_setting_file
 from service_runtime.context import identity_var
@@ -29,6 +28,7 @@ from service_runtime.server import ServiceBinding, ServiceProcess
 from service_runtime.tls.peers import CallCheck
 from texera.lake.internal.v1 import registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
+from warehouse_service.unit_certificates import unit_secret
 from warehouse_service.unit_launches import UnitLaunches
 
 
@@ -93,4 +93,4 @@ def unit_trust(settings: WarehouseServiceSettings) -> dict[str, str]:
         raise ConfigError(f"cannot hand units the CA bundle: {exc}") from exc
     # Handed over as the launcher hands secrets: a file of the unit's, named by <variable>_FILE.
     uses = ["tls_ca_bundle", *(["tls_client_ca"] if settings.unit_issuer_certificate else [])]
-    return {ComputingUnitSettings.variable_of(use).removesuffix("_FILE"): ca_bundle for use in uses}
+    return {unit_secret(use): ca_bundle for use in uses}

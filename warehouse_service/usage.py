@@ -10,12 +10,13 @@ import asyncpg
 
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, not_found
+from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import usage_pb2
 from warehouse_service import memberships, platform_warehouse, records, usage_repository
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database
 from warehouse_service.permissions import Role
-from warehouse_service.validation import check_identifier, check_uuid
+from warehouse_service.validation import check_uuid
 
 _UNREADABLE = ("DELETING", "DELETED")
 

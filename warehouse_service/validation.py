@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from service_runtime.errors import FieldViolations
-from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.permissions import GRANTABLE
 
@@ -133,15 +132,6 @@ def check_uuid(violations: FieldViolations, value: str, field: str) -> None:
         violations.add(field, "is required")
     elif not is_uuid(value):
         violations.add(field, "must be a UUID")
-
-
-def check_identifier(violations: FieldViolations, value: str, field: str) -> None:
-    if not value:
-        violations.add(field, "is required")
-    elif not IDENTIFIER.match(value):
-        violations.add(
-            field, "must be 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
-        )
 
 
 def check_endpoint_address(violations: FieldViolations, value: str, field: str) -> None:

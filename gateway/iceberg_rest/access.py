@@ -12,7 +12,7 @@ from gateway.iceberg_rest.callers import IcebergCallers
 from gateway.iceberg_rest.tables import VISIBLE_STATES, iceberg_tables
 from service_runtime.context import current_identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
-from service_runtime.identifiers import IDENTIFIER
+from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import execution_pb2
 from texera.lake.v1 import iceberg_access_service_pb2 as ia
 
@@ -35,11 +35,7 @@ class IcebergAccess:
             )
         execution_id = ia.GetIcebergAccessRequest.FromString(request).execution_id
         violations = FieldViolations()
-        violations.check(
-            bool(IDENTIFIER.match(execution_id)),
-            "execution_id",
-            "must be 1 to 64 letters, digits, '_' or '-', starting with a letter or digit",
-        )
+        check_identifier(violations, execution_id, "execution_id")
         violations.raise_if_any()
         execution = (await self._registry.resolve_execution(execution_id)).execution
         if execution.state not in VISIBLE_STATES:

@@ -20,8 +20,7 @@ from service_runtime.internal_tokens import (
     TokenExchange,
     TokenSigner,
     TrustedIssuer,
-    load_public_key,
-    public_key_text,
+    load_private_key,
 )
 
 #: The audience of the catalog's access tokens.
@@ -43,7 +42,7 @@ class IcebergCallers:
         self._signer = TokenSigner(signing_key_pem, GATEWAY_ISSUER)
         self._access_seconds = access_token_seconds
         issuer = TrustedIssuer(
-            load_public_key(public_key_text(signing_key_pem)), frozenset({USER_ROLE})
+            load_private_key(signing_key_pem).public_key(), frozenset({USER_ROLE})
         )
         self._access = InternalTokenVerifier({GATEWAY_ISSUER: issuer}, ICEBERG_AUDIENCE)
 

@@ -12,7 +12,7 @@ import ssl
 from aiohttp import web
 
 from gateway.iceberg_rest.app import Endpoint, application
-from service_runtime.tls.server_credentials import CertificateFiles, FileStamp
+from service_runtime.tls.server_credentials import CertificateFiles, FileStamp, load_certificate
 
 log = logging.getLogger("gateway.iceberg_rest")
 
@@ -39,11 +39,12 @@ class ReloadingServerContext:
             stamp = self.files.stamp()
             if stamp == self._stamp:
                 return
-            # Checked on a context of its own first: a certificate and a key that do not
-            # match would leave the served context half changed.
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(chain, key)
+            # Checked first as the gRPC port checks them (a key only its owner reads, and that
+            # matches the certificate): a pair that does not hold together would leave the
+            # served context half changed.
+            load_certificate(self.files)
             self.context.load_cert_chain(chain, key)
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ValueError, ssl.SSLError) as exc:
             log.warning("TLS certificate files not reloaded", extra={"reason": str(exc)})
             return
         self._stamp = stamp
@@ -54,6 +55,7 @@ class IcebergRestServer:
     def __init__(
         self, endpoint: Endpoint, host: str, port: int, certificate: CertificateFiles | None
     ) -> None:
+        self._endpoint = endpoint
         self._runner = web.AppRunner(application(endpoint), access_log=None)
         self._host, self._port = host, port
         self._tls = ReloadingServerContext(certificate) if certificate else None
@@ -81,3 +83,4 @@ class IcebergRestServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reloading
         await self._runner.cleanup()
+        await self._endpoint.catalog.close()

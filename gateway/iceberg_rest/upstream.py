@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 import aiohttp
+from cachetools import LRUCache
 
 from texera.lake.internal.v1 import registry_service_pb2
 
@@ -39,7 +40,7 @@ class UpstreamCatalog:
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
         #: The catalog's prefix by (warehouse id, credential version).
-        self._prefixes: dict[tuple[str, int], str] = {}
+        self._prefixes: LRUCache[tuple[str, int], str] = LRUCache(maxsize=10_000)
 
     async def close(self) -> None:
         if self._session is not None:

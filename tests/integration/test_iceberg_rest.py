@@ -30,7 +30,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 from embedded_stack.stack import Stack
 from lake_tables.naming import CONSOLE_LOGS, RESULTS, RUNTIME_STATS, execution_table
 from tests.integration.executions import udf, udf_workflow, workflow
-from tests.integration.mesh import bearer, reason, refused, user
+from tests.integration.mesh import bad_fields, bearer, reason, refused, user
 from tests.integration.people import Person, person
 from tests.integration.test_catalog_conformance import SPECS
 from texera.lake.v1 import (
@@ -399,3 +399,12 @@ def test_a_load_vends_credentials_that_read_the_table_and_write_nothing(
         with pytest.raises(ClientError) as refused_write:
             write()
         assert refused_write.value.response["Error"]["Code"] == "AccessDenied"
+
+
+@pytest.mark.parametrize("execution_id", ["", "not an id!", "x" * 65])
+def test_a_malformed_execution_id_is_invalid_argument_naming_it(
+    stack: Stack, execution_id: str
+) -> None:
+    error = refused(lambda: _access(stack, "iceberg-malformed", execution_id))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == {"execution_id"}

@@ -35,7 +35,7 @@ from service_runtime.tls.identity import (
 from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import sleeping_udf, workflow
-from tests.integration.mesh import BIN, bearer, reason, refused
+from tests.integration.mesh import BIN, bad_fields, bearer, reason, refused
 from tests.integration.people import person
 from tests.unit.tls_files import CertificatePaths, served_certificate
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
@@ -322,3 +322,18 @@ def test_the_gateways_certificate_rotates_while_clients_call_with_no_failed_call
     assert failures == []
     assert calls["kept open"] > 5
     assert calls["new connections"] > 5
+
+
+def test_a_heartbeats_malformed_signing_request_is_invalid_argument_naming_it(
+    tls_stack: Stack,
+) -> None:
+    unit = tls_stack.unit_for(person(tls_stack, "tls-csr").user_id)
+    request = registry_service_pb2.HeartbeatComputingUnitRequest(
+        computing_unit_id=unit.unit_id, certificate_signing_request=b"not a request"
+    )
+    with tls_stack.registry_unit_channel() as channel:
+        stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
+        metadata = bearer(tls_stack.unit_credential(unit.unit_id))
+        error = refused(lambda: stub.HeartbeatComputingUnit(request, metadata=metadata, timeout=30))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_fields(error) == {"certificate_signing_request"}
