@@ -44,7 +44,8 @@ def main() -> None:
     with lake(SERVICE_ENV) as traced:
         print("1. the small workflow ...", flush=True)
         small = small_latency(traced.stack, traced.warehouse.warehouse_id, args.runs, args.warmup)
-    with lake({**UNLIMITED, **UNTRACED, **UNIT_ENV}) as plain:
+    # Plaintext: the gateway's own cost against a bare relay (TLS: benchmarks.transport_tls).
+    with lake({**UNLIMITED, **UNTRACED, **UNIT_ENV}, tls=False) as plain:
         warehouse_id = plain.warehouse.warehouse_id
         print("2. the gateway ...", flush=True)
         unary = unary_latency(plain.stack, warehouse_id, args.calls)

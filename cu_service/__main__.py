@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 
 from pyspark.sql import SparkSession
 
-from catalog_map.settings import new_catalog_map
+from catalog_map.backends import CatalogFactory
+from cu_service.execution_catalog import ExecutionCatalogs, gatekeeper_trust
 from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient, UnitCredential
@@ -61,9 +62,16 @@ def build() -> ServiceProcess:
     async def start() -> None:
         [spark] = sessions
         registry = new_registry()
-        catalogs = new_catalog_map(settings, registry)
+        catalogs = ExecutionCatalogs(
+            registry,
+            CatalogFactory(
+                sql_warehouse=settings.sql_warehouse(),
+                catalog_trust=gatekeeper_trust(tls),
+                storage_io=settings.storage_io_properties(),
+            ),
+        )
         manager = ExecutionManager(spark, registry, catalogs, settings, tls=tls)
-        closers.extend([spark.stop, catalogs.close])
+        closers.append(spark.stop)
         endpoint = settings.address(settings.port)
         # Sandboxed tasks of a unit that shares its OS user could still read that user's files.
         confined = confinement[0].sandboxed and not settings.shares_os_user

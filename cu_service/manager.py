@@ -30,7 +30,8 @@ from opentelemetry import trace
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from catalog_map.cache import CatalogMap
+from cu_service.execution_catalog import ExecutionCatalogs
+from cu_service.execution_catalog import close as close_catalog
 from cu_service.execution_credentials import ExecutionCredentials, IssuedToken, issued
 from cu_service.execution_view import LocalExecution
 from cu_service.preparation import Preparation, Prepared
@@ -72,7 +73,7 @@ class ExecutionManager:
         self,
         spark: SparkSession,
         registry: RegistryClient,
-        catalogs: CatalogMap,
+        catalogs: ExecutionCatalogs,
         settings: ComputingUnitSettings,
         *,
         tls: MeshClientTls | None = None,
@@ -146,22 +147,18 @@ class ExecutionManager:
             )
         binding = await self._registry.resolve_warehouse(request.warehouse_id)
         warehouse_id = binding.warehouse_id  # the platform's, when the request names none
-        with tracer.start_as_current_span("catalog"):
-            catalog = await self._catalogs.get_or_unavailable(warehouse_id, binding)
         tables = await resolve_source_tables(request.workflow, binding, self._registry)
-        with tracer.start_as_current_span("compile"):
-            prepared = await asyncio.to_thread(self._prepare, catalog, tables, request.workflow)
-        bound = await self._registry.bind(
-            registry_service_pb2.BindExecutionRequest(
-                execution_id=execution_id,
-                warehouse_id=warehouse_id,
-                workflow_id=request.workflow.workflow_id,
-                computing_unit_id=self.unit_id,
-                request_id=request.request_id,
-                workflow_fingerprint=digest,
-            )
-        )
+        with tracer.start_as_current_span("catalog"):
+            catalog = await self._catalogs.open(execution_id, warehouse_id, tables.values())
+        try:
+            with tracer.start_as_current_span("compile"):
+                prepared = await asyncio.to_thread(self._prepare, catalog, tables, request.workflow)
+            bound = await self._bind(request, execution_id, warehouse_id, digest)
+        except BaseException:
+            close_catalog(catalog)
+            raise
         if not bound.created:  # a retry: answer with what the first submission started
+            close_catalog(catalog)
             earlier = self._executions.get(bound.execution.execution_id)
             return earlier.snapshot() if earlier else bound.execution
         local = LocalExecution(
@@ -182,6 +179,24 @@ class ExecutionManager:
         )
         return local.snapshot()
 
+    async def _bind(
+        self,
+        request: execution_service_pb2.SubmitExecutionRequest,
+        execution_id: str,
+        warehouse_id: str,
+        digest: str,
+    ) -> registry_service_pb2.BindExecutionResponse:
+        return await self._registry.bind(
+            registry_service_pb2.BindExecutionRequest(
+                execution_id=execution_id,
+                warehouse_id=warehouse_id,
+                workflow_id=request.workflow.workflow_id,
+                computing_unit_id=self.unit_id,
+                request_id=request.request_id,
+                workflow_fingerprint=digest,
+            )
+        )
+
     # Running ------------------------------------------------------------------------
 
     def _forget_old(self) -> None:
@@ -198,13 +213,16 @@ class ExecutionManager:
         with tracer.start_as_current_span(
             "execution", attributes={"execution.id": local.execution.execution_id}
         ):
-            with tracer.start_as_current_span("queue"):
-                pool = await self._pools.get()
             try:
-                if not local.terminal:  # else cancelled while it waited
-                    await self._run_in_pool(local, prepared, pool)
+                with tracer.start_as_current_span("queue"):
+                    pool = await self._pools.get()
+                try:
+                    if not local.terminal:  # else cancelled while it waited
+                        await self._run_in_pool(local, prepared, pool)
+                finally:
+                    self._pools.put_nowait(pool)
             finally:
-                self._pools.put_nowait(pool)
+                close_catalog(prepared.catalog)
 
     async def _run_in_pool(self, local: LocalExecution, prepared: Prepared, pool: str) -> None:
         execution = local.execution

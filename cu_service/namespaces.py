@@ -1,14 +1,12 @@
-"""The namespaces every execution's tables go in, made at most once per catalog client.
+"""The namespaces every execution's tables go in, made at most once per warehouse by a unit.
 
-A unit keeps one catalog client per warehouse for many executions (catalog_map); asking the
-catalog for the namespaces before each execution's first table costs a round trip on the way
-to every result. Namespaces are dropped only with their warehouse, whose catalog clients go
-with it.
+Each execution has a catalog client of its own; asking the catalog for the namespaces before
+each execution's first table would cost round trips on the way to every result. Namespaces
+are dropped only with their warehouse, whose id is never used again.
 """
 
 from __future__ import annotations
 
-import weakref
 from functools import partial
 
 from pyiceberg.catalog import Catalog
@@ -18,13 +16,14 @@ from lake_tables.naming import NAMESPACES
 from lake_tables.transient import transient_table_failure
 from service_runtime.retry import RetryPolicy, retry_call
 
-_made: weakref.WeakSet[Catalog] = weakref.WeakSet()
+#: The warehouses (their catalog clients' names) whose namespaces this unit made.
+_made: set[str] = set()
 
 
 def ensure_namespaces(catalog: Catalog, policy: RetryPolicy) -> None:
-    """Creates the namespaces side by side unless this catalog client made them already;
-    transient failures are retried within policy."""
-    if catalog in _made:
+    """Creates the namespaces side by side unless a client of this catalog's warehouse made
+    them already; transient failures are retried within policy."""
+    if catalog.name in _made:
         return
     in_parallel(
         [
@@ -38,4 +37,4 @@ def ensure_namespaces(catalog: Catalog, policy: RetryPolicy) -> None:
             for namespace in NAMESPACES
         ]
     )
-    _made.add(catalog)
+    _made.add(catalog.name)

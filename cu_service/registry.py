@@ -55,6 +55,26 @@ class RegistryClient(RegistryReader):
     async def bind(self, request: rs.BindExecutionRequest) -> rs.BindExecutionResponse:
         return await self._call(lambda: self._stub.BindExecution(request, timeout=self._timeout))
 
+    async def open_execution_catalog(
+        self,
+        execution_id: str,
+        warehouse_id: str,
+        sources: list[rs.SourceTable],
+    ) -> rs.CatalogBinding:
+        """How the execution reaches its catalog (the gatekeeper, with its token): for the
+        calling user with its source tables, or for the unit alone (a renewal) without."""
+        request = rs.OpenExecutionCatalogRequest(
+            execution_id=execution_id,
+            warehouse_id=warehouse_id,
+            computing_unit_id=self.unit_id,
+            source_tables=sources,
+        )
+        response = await self._read(
+            lambda: self._stub.OpenExecutionCatalog(request, timeout=self._timeout),
+            "opening an execution's catalog",
+        )
+        return response.binding
+
     # For the unit itself ----------------------------------------------------------
 
     async def report(

@@ -22,6 +22,7 @@ GATEWAY_KEY_FILE = "gateway-signing-key.pem"
 REGISTRY_KEY_FILE = "registry-signing-key.pem"
 DATABASE_PASSWORD_FILE = "database-password"  # noqa: S105 - a file name, not a secret
 CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
+CATALOG_READER_SECRET_FILE = "catalog-reader-secret"  # noqa: S105 - a file name
 SQL_CATALOG_PASSWORD_FILE = "sql-catalog-password"  # noqa: S105 - a file name
 #: The S3 endpoint's administrator key, there while the stack runs (new at each start).
 S3_ADMIN_KEY_FILE = "s3-admin-key"
@@ -68,6 +69,8 @@ class StackSecrets:
         self.gateway_key = _kept(state_dir / GATEWAY_KEY_FILE, generate_private_key)
         self.registry_key = _kept(state_dir / REGISTRY_KEY_FILE, generate_private_key)
         self.catalog_client_secret = _kept(state_dir / CATALOG_CLIENT_SECRET_FILE, _token)
+        #: The registry's second client of the catalog, granted reading alone.
+        self.catalog_reader_secret = _kept(state_dir / CATALOG_READER_SECRET_FILE, _token)
         #: The global-sql catalog database's own role (units hold it, never the registry's).
         self.sql_catalog_password = _kept(state_dir / SQL_CATALOG_PASSWORD_FILE, _token)
         # Page-token keys are made anew at each start: pages do not outlive the stack's data.

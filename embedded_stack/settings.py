@@ -35,6 +35,13 @@ class StackSettings(Settings):
         "(TEXERA_LAKE_GATEWAY_ICEBERG_PORT).",
         scoped=True,
     )
+    gatekeeper_port: int = setting(
+        "GATEKEEPER_PORT",
+        8183,
+        "Port of the registry's catalog gatekeeper, the catalog as computing units reach it "
+        "(TEXERA_LAKE_WAREHOUSE_GATEKEEPER_PORT).",
+        scoped=True,
+    )
     catalog_database: str = setting(
         "CATALOG_DATABASE",
         "texera_lake_catalog",

@@ -73,6 +73,8 @@ from warehouse_service.unit_credentials import UnitCredentials
 
 #: The registry's client id at the development catalog.
 CATALOG_CLIENT_ID = "texera-lake-registry"
+#: The registry's reader client there, which it grants reading each warehouse.
+CATALOG_READER_ID = "texera-lake-reader"
 #: global-sql: the SQL catalog's database, and its own login role.
 SQL_CATALOG_DATABASE = "texera_lake_iceberg"
 MODE_SETTING = f"{ENV_PREFIX}CATALOG_MODE"
@@ -110,6 +112,8 @@ class Ports:
     iceberg: int = 0
     #: TLS mode: the registry's unit port (0 without TLS).
     registry_units: int = 0
+    #: The registry's catalog gatekeeper, for units.
+    gatekeeper: int = 0
     #: TLS mode: the unit ports of registries start_part started, by part.
     part_unit_ports: dict[str, int] = field(default_factory=dict)
 
@@ -125,6 +129,7 @@ class Ports:
             s3=pick(settings.s3_port),
             catalog=pick(DevCatalogSettings.from_env(environ).port),
             iceberg=pick(settings.iceberg_port),
+            gatekeeper=pick(settings.gatekeeper_port),
             registry_units=pick(settings.registry_unit_port) if settings.tls else 0,
         )
         for spec in SERVICES:
@@ -140,6 +145,7 @@ class Ports:
         named += [(f"{n} metrics", p) for n, p in self.metrics.items() if p]
         named += [("S3 endpoint", self.s3), ("catalog", self.catalog)]
         named.append(("Iceberg REST", self.iceberg))
+        named.append(("catalog gatekeeper", self.gatekeeper))
         if self.registry_units:
             named.append(("registry unit", self.registry_units))
         if with_postgres:
@@ -434,7 +440,12 @@ class Stack:
         self, name: str, port: int, env: dict[str, str], timeout: float
     ) -> ManagedProcess:
         prefix = f"{ENV_PREFIX}DEV_CATALOG_"
-        clients = json.dumps({CATALOG_CLIENT_ID: self.secrets.catalog_client_secret})
+        clients = json.dumps(
+            {
+                CATALOG_CLIENT_ID: self.secrets.catalog_client_secret,
+                CATALOG_READER_ID: self.secrets.catalog_reader_secret,
+            }
+        )
         env = {
             f"{ENV_PREFIX}TRACE_CONSOLE": "true",  # spans in the services' logs, unless set
             **self._environ,
@@ -507,6 +518,7 @@ class Stack:
             f"{ENV_PREFIX}GATEWAY_RESULT_TARGET": self.target("result-service"),
             f"{ENV_PREFIX}CATALOG_TOKEN_URI": f"{self.catalog_url}/oauth2/token",
             f"{ENV_PREFIX}CATALOG_CLIENT_ID": CATALOG_CLIENT_ID,
+            f"{ENV_PREFIX}CATALOG_READER_CLIENT_ID": CATALOG_READER_ID,
             f"{ENV_PREFIX}WAREHOUSE_UNIT_ROOT": str(self.unit_root),
             **self._allowing_own_s3("WAREHOUSE_ALLOWED_STORAGE_ENDPOINTS"),
             **self._platform_settings(),
@@ -516,6 +528,7 @@ class Stack:
             env[f"{ENV_PREFIX}{scope}_PORT"] = str(self.ports.grpc[spec.name])
             env[f"{ENV_PREFIX}{scope}_METRICS_PORT"] = str(self.ports.metrics[spec.name])
         env[f"{ENV_PREFIX}GATEWAY_ICEBERG_PORT"] = str(self.ports.iceberg)
+        env[f"{ENV_PREFIX}WAREHOUSE_GATEKEEPER_PORT"] = str(self.ports.gatekeeper)
         if self.tls is not None:
             # Units and their Spark tasks hold no client certificate: the registry's unit port.
             env[f"{ENV_PREFIX}WAREHOUSE_UNIT_PORT"] = str(self.ports.registry_units)
@@ -577,6 +590,7 @@ class Stack:
                 f"{scoped}PAGE_TOKEN_KEY": self.secrets.page_token_keys["WAREHOUSE"],
                 f"{scoped}SIGNING_KEY": self.secrets.registry_key,
                 f"{ENV_PREFIX}CATALOG_CLIENT_SECRET": self.secrets.catalog_client_secret,
+                f"{ENV_PREFIX}CATALOG_READER_CLIENT_SECRET": self.secrets.catalog_reader_secret,
                 **self._platform_secrets(),
             }
         if spec.module == "result_service":
@@ -619,8 +633,12 @@ class Stack:
             f"{ENV_PREFIX}GATEWAY_ICEBERG_PORT": "0",
             **(env or {}),
         }
+        if module == "warehouse_service":
+            # A gatekeeper (and unit port) of its own: the stack's registry holds the stack's.
+            env.setdefault(
+                f"{ENV_PREFIX}{scope}_GATEKEEPER_PORT", str(free_port(self.settings.host))
+            )
         if module == "warehouse_service" and self.tls is not None:
-            # A unit port of its own: the stack's registry holds the stack's.
             self.ports.part_unit_ports[name] = free_port(self.settings.host)
             env[f"{ENV_PREFIX}{scope}_UNIT_PORT"] = str(self.ports.part_unit_ports[name])
         answers = ("SERVING",) if serving else ("SERVING", "NOT_SERVING")

@@ -27,6 +27,9 @@ def documentation() -> str:
 
 #: Settings of the test stack that differ from the embedded defaults.
 TEST_STACK_ENV = {
+    # The catalog as Lakekeeper with Keycloak has it: every token of the registry's reaches
+    # every warehouse (the catalog's operator), so that only the mesh confines units.
+    "TEXERA_LAKE_DEV_CATALOG_SCOPED_TOKENS": "false",
     "TEXERA_LAKE_DEV_CATALOG_FAULT_INJECTION": "true",
     # Listings of more than two namespaces or tables page, so that clients must follow tokens.
     "TEXERA_LAKE_DEV_CATALOG_PAGE_SIZE": "2",

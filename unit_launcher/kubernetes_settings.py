@@ -125,32 +125,17 @@ class KubernetesLauncherSettings(Settings):
     registry_port: int = setting(
         "K8S_REGISTRY_PORT", 50051, "gRPC port of the registry's Pods.", scoped=True
     )
+    gatekeeper_port: int = setting(
+        "K8S_GATEKEEPER_PORT",
+        8183,
+        "Port of the registry's catalog gatekeeper, the only catalog units reach.",
+        scoped=True,
+    )
     gateway_selector: str = setting(
         "K8S_GATEWAY_SELECTOR",
         "app.kubernetes.io/name=texera-lake-gateway",
         "Labels (key=value,...) of the gateway's Pods, the only callers units accept.",
         scoped=True,
-    )
-    catalog_namespace: str = setting(
-        "K8S_CATALOG_NAMESPACE",
-        "lakekeeper",
-        "Namespace of the catalog's (Lakekeeper's) Pods; empty when it runs outside the cluster.",
-        scoped=True,
-    )
-    catalog_selector: str = setting(
-        "K8S_CATALOG_SELECTOR",
-        "app.kubernetes.io/name=lakekeeper",
-        "Labels (key=value,...) of the catalog's Pods, which units may reach.",
-        scoped=True,
-    )
-    catalog_cidrs: str = setting(
-        "K8S_CATALOG_CIDRS",
-        "",
-        "CIDRs (comma-separated) of a catalog outside the cluster, which units may reach.",
-        scoped=True,
-    )
-    catalog_port: int = setting(
-        "K8S_CATALOG_PORT", 8181, "Port at which units reach the catalog.", scoped=True
     )
     storage_cidrs: str = setting(
         "K8S_STORAGE_CIDRS",
@@ -182,11 +167,6 @@ class KubernetesLauncherSettings(Settings):
 
         for attribute in ("namespace", "mesh_namespace"):
             check(attribute, bool(_DNS_LABEL.match(getattr(self, attribute))), "a namespace name")
-        check(
-            "catalog_namespace",
-            not self.catalog_namespace or bool(_DNS_LABEL.match(self.catalog_namespace)),
-            "a namespace name or empty",
-        )
         check("image", bool(self.image.strip()), "an image reference")
         check(
             "image_pull_policy", self.image_pull_policy in _PULL_POLICIES, "/".join(_PULL_POLICIES)
@@ -201,12 +181,11 @@ class KubernetesLauncherSettings(Settings):
             len(self.label_prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(self.label_prefix)),
             "a DNS subdomain such as lake.texera.io",
         )
-        for attribute in ("unit_port", "registry_port", "catalog_port"):
+        for attribute in ("unit_port", "registry_port", "gatekeeper_port"):
             check(attribute, 1 <= getattr(self, attribute) <= 65535, "a port (1 to 65535)")
         check("scratch_mib", self.scratch_mib >= 64, "at least 64")
-        for attribute in ("registry_selector", "gateway_selector", "catalog_selector"):
+        for attribute in ("registry_selector", "gateway_selector"):
             parses(attribute, label_selector)
-        parses("catalog_cidrs", cidr_list)
         parses("storage_cidrs", cidr_list)
         parses("storage_ports", port_list)
         if problems:

@@ -2,9 +2,10 @@
 
 A unit is a Pod running the mesh's image as ``texera-lake-cu-service``, with what it needs
 beside it: a Secret holding its secrets (mounted read-only as files), a Service naming its
-gRPC address, and a NetworkPolicy that lets it reach only the registry, the catalog, object
-storage and DNS, and be called only by the gateway. The Pod owns the other three (owner
-references), so whatever deletes the Pod deletes them too.
+gRPC address, and a NetworkPolicy that lets it reach only the registry (its unit port and its
+catalog gatekeeper; never the catalog itself), object storage and DNS, and be called only by
+the gateway. The Pod owns the other three (owner references), so whatever deletes the Pod
+deletes them too.
 """
 
 from __future__ import annotations
@@ -346,16 +347,12 @@ def network_policy_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings
         ],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
+    # The registry's unit port and its catalog gatekeeper, the one catalog a unit reaches.
     registry = {
         "to": [_peer(settings.mesh_namespace, settings.registry_selector)],
-        "ports": _tcp(settings.registry_port),
+        "ports": _tcp(settings.registry_port, settings.gatekeeper_port),
     }
-    catalog_peers = [_ip_block(network) for network in cidr_list(settings.catalog_cidrs)]
-    if settings.catalog_namespace:
-        catalog_peers.insert(0, _peer(settings.catalog_namespace, settings.catalog_selector))
     egress = [dns, registry]
-    if catalog_peers:
-        egress.append({"to": catalog_peers, "ports": _tcp(settings.catalog_port)})
     storage = [_ip_block(network) for network in cidr_list(settings.storage_cidrs)]
     if storage:
         egress.append({"to": storage, "ports": _tcp(*port_list(settings.storage_ports))})

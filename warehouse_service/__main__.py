@@ -8,14 +8,18 @@ import dataclasses
 import os
 from functools import partial
 
+from catalog_map.backends import SqlWarehouse
 from service_runtime.endpoint_guard import EndpointGuard
+from service_runtime.http_server import HttpServer
 from service_runtime.interceptors import PUBLIC_SERVICES
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules
 from service_runtime.tls.peers import CallCheck
+from service_runtime.tls.server_credentials import CertificateFiles
 from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse
+from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.cleaner import ExecutionPurge
 from warehouse_service.computing_units import ComputingUnitServicer
@@ -23,13 +27,19 @@ from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing
 from warehouse_service.execution_deletion import ExecutionDeletionServicer
 from warehouse_service.execution_tokens import ExecutionTokens
+from warehouse_service.gatekeeper.access import ExecutionCatalogs
+from warehouse_service.gatekeeper.app import Gatekeeper
+from warehouse_service.gatekeeper.store import GatekeeperStore
+from warehouse_service.gatekeeper.tokens import GatekeeperTokens
 from warehouse_service.leases import LeaseSweep
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.maintenance import TableMaintenance
 from warehouse_service.queue_worker import QueueWorker
+from warehouse_service.reader_grants import grant_existing
 from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.sql_catalog_tables import SqlCatalogTables
+from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_launches import UnitLaunches
 from warehouse_service.unit_port import unit_port, unit_trust
@@ -48,38 +58,10 @@ def build() -> ServiceProcess:
     credentials = UnitCredentials(settings.signing_key, settings.unit_credential_seconds)
     launches = UnitLaunches(db)
     certificates = settings.unit_certificates()
-    supervisor = UnitSupervisor(
-        db,
-        launcher_named(
-            settings.unit_launcher,
-            root=settings.unit_folder,
-            host=settings.host,
-            advertised_host=settings.unit_advertised_host,
-        ),
-        credentials=credentials,
-        launches=launches,
-        settings=unit_settings(os.environ),
-        shared_secrets={
-            **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
-            **unit_trust(settings),
-        },
-        idle_seconds=settings.unit_idle_seconds,
-        start_timeout_seconds=settings.unit_start_timeout_seconds,
-        default_cores=settings.unit_default_cores,
-        default_memory_mib=settings.unit_default_memory_mib,
-        share_unconfined=settings.share_unconfined_units,
-        certificates=certificates,
-    )
-    # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
-    platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""
-    guard = EndpointGuard.from_setting(
-        ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
-    )
-    sql_warehouse = settings.sql_warehouse() if settings.mode is CatalogMode.GLOBAL_SQL else None
+    supervisor = unit_supervisor(settings, db, credentials, launches, certificates)
+    guard = endpoint_guard(settings)
     storage_io = settings.storage_io_properties()
-    if sql_warehouse is not None:
-        io = {**storage_io, **sql_warehouse.file_io_properties}
-        sql_warehouse = dataclasses.replace(sql_warehouse, file_io_properties=io)
+    sql_warehouse = registry_sql_warehouse(settings, storage_io)
     # Where the registry's background work reaches an execution's tables.
     tables = SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog
     queue_worker = partial(
@@ -121,6 +103,8 @@ def build() -> ServiceProcess:
         mode=settings.mode,
     )
     background: list[asyncio.Task[None]] = []
+    gatekeeper_tokens = GatekeeperTokens(settings.signing_key, settings.gatekeeper_token_seconds)
+    gatekeeper = gatekeeper_server(settings, gatekeeper_tokens, db, catalog)
 
     async def start() -> None:
         await catalog.open()
@@ -141,8 +125,14 @@ def build() -> ServiceProcess:
         if sql_warehouse is None:  # expiring snapshots commits through the REST catalog
             background.append(asyncio.create_task(maintainer.run_forever()))
         background.append(asyncio.create_task(retention.run_forever()))
+        if gatekeeper is not None:
+            await gatekeeper.start()
+        if settings.catalog_reader_client_id and sql_warehouse is None:
+            background.append(asyncio.create_task(grant_existing(db, catalog)))
 
     async def stop() -> None:
+        if gatekeeper is not None:
+            await gatekeeper.stop()
         for task in background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -163,6 +153,9 @@ def build() -> ServiceProcess:
         tokens=ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
         unit_credentials=credentials,
         unit_certificates=certificates,
+        execution_catalogs=ExecutionCatalogs(
+            db, gatekeeper_tokens, settings.gatekeeper_address(), settings.mode
+        ),
         mode=settings.mode,
     )
     authenticator = mesh_authenticator(
@@ -187,6 +180,78 @@ def build() -> ServiceProcess:
             CallCheck(launches.check, PUBLIC_SERVICES),
         ],
         companions=unit_port(settings, ledger, authenticator, launches),
+    )
+
+
+def endpoint_guard(settings: WarehouseServiceSettings) -> EndpointGuard:
+    """The storage endpoints warehouses may not name, and the exceptions allowed."""
+    # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
+    platform_endpoint = settings.platform_endpoint if settings.mode.is_global else ""
+    return EndpointGuard.from_setting(
+        ",".join(filter(None, (settings.allowed_storage_endpoints, platform_endpoint)))
+    )
+
+
+def registry_sql_warehouse(
+    settings: WarehouseServiceSettings, storage_io: dict[str, str]
+) -> SqlWarehouse | None:
+    """The platform's SQL catalog in global-sql, its files reached with storage_io too."""
+    sql_warehouse = settings.sql_warehouse() if settings.mode is CatalogMode.GLOBAL_SQL else None
+    if sql_warehouse is None:
+        return None
+    io = {**storage_io, **sql_warehouse.file_io_properties}
+    return dataclasses.replace(sql_warehouse, file_io_properties=io)
+
+
+def unit_supervisor(
+    settings: WarehouseServiceSettings,
+    db: Database,
+    credentials: UnitCredentials,
+    launches: UnitLaunches,
+    certificates: UnitCertificates | None,
+) -> UnitSupervisor:
+    """Starts, watches and stops the computing units, with the launcher the settings name."""
+    return UnitSupervisor(
+        db,
+        launcher_named(
+            settings.unit_launcher,
+            root=settings.unit_folder,
+            host=settings.host,
+            advertised_host=settings.unit_advertised_host,
+        ),
+        credentials=credentials,
+        launches=launches,
+        settings=unit_settings(os.environ),
+        shared_secrets={
+            **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
+            **unit_trust(settings),
+        },
+        idle_seconds=settings.unit_idle_seconds,
+        start_timeout_seconds=settings.unit_start_timeout_seconds,
+        default_cores=settings.unit_default_cores,
+        default_memory_mib=settings.unit_default_memory_mib,
+        share_unconfined=settings.share_unconfined_units,
+        certificates=certificates,
+    )
+
+
+def gatekeeper_server(
+    settings: WarehouseServiceSettings,
+    tokens: GatekeeperTokens,
+    db: Database,
+    catalog: CatalogClient,
+) -> HttpServer | None:
+    """The catalog gatekeeper's server (none in global-sql: units reach the SQL catalog)."""
+    if settings.mode is CatalogMode.GLOBAL_SQL:
+        return None
+    certificate = (
+        CertificateFiles(settings.tls_certificate, settings.tls_key)
+        if settings.tls_certificate
+        else None
+    )
+    app = Gatekeeper(tokens, GatekeeperStore(db), catalog).application()
+    return HttpServer(
+        app, settings.host, settings.gatekeeper_port, certificate, "the catalog gatekeeper"
     )
 
 

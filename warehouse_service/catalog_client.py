@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import yarl
 
 from service_runtime.outbound_tls import DEFAULT_TRUST, ServerTrust
 from service_runtime.retry import RetryPolicy, retry_async, transient_http_status
@@ -31,6 +33,7 @@ from warehouse_service.catalog_oauth import (
     TokenEndpointError,
     TokenEndpointFailed,
     json_or_none,
+    token_subject,
 )
 from warehouse_service.delete_profile import HARD
 
@@ -85,6 +88,15 @@ def storage_credential_json(credentials: warehouse_pb2.S3Credentials) -> dict[st
     }
 
 
+@dataclass(frozen=True)
+class Forwarded:
+    """The catalog's answer to a forwarded request."""
+
+    status: int
+    body: bytes
+    content_type: str
+
+
 class CatalogClient:
     def __init__(
         self,
@@ -96,9 +108,12 @@ class CatalogClient:
         attempts: int = 3,
         backoff_seconds: float = 0.5,
         oauth: OAuthClient | None = None,
+        reader: OAuthClient | None = None,
         trust: ServerTrust = DEFAULT_TRUST,
         delete_profile: Mapping[str, Any] = HARD,
     ) -> None:
+        #: A client of the catalog granted reading alone, for readers' tokens (see grant_reader).
+        self._reader = reader
         self._delete_profile = dict(delete_profile)
         self._management = management_uri.rstrip("/")
         self._catalog = catalog_uri.rstrip("/")
@@ -194,16 +209,52 @@ class CatalogClient:
             raise CatalogUnavailable(f"the catalog did not answer ({failure})")
         raise AssertionError("unreachable: the second attempt returns or raises")
 
+    async def forward(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Sequence[tuple[str, str]],
+        body: bytes | None,
+        headers: Mapping[str, str],
+        token: AccessToken | None,
+    ) -> Forwarded:
+        """One Iceberg REST request (path: after ``/v1/``, encoded) sent as given, with token
+        in place of the registry's own; the answer as it came, once (its sender repeats).
+        CatalogUnavailable when the catalog does not answer."""
+        assert self._session is not None, "open() the client first"
+        sent = dict(headers)
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token.token}"
+        url = f"{self._catalog}/v1/{path}"
+        try:
+            async with self._session.request(
+                method, yarl.URL(url, encoded=True), params=params, data=body, headers=sent
+            ) as response:
+                return Forwarded(
+                    response.status,
+                    await response.read(),
+                    response.headers.get("Content-Type", "application/json"),
+                )
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise CatalogUnavailable(
+                f"the catalog's certificate was refused ({exc.certificate_error})"
+            ) from exc
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise CatalogUnavailable(f"the catalog did not answer ({type(exc).__name__})") from exc
+
     async def warehouse_token(
         self, catalog_warehouse_id: str, *, write: bool
     ) -> AccessToken | None:
-        """A token for one warehouse (read, or read and write), exchanged for the registry's;
-        None when the catalog needs no authentication. Whether the catalog confines it to that
-        warehouse depends on the catalog (see docs/operations.md)."""
+        """A token for one warehouse (read, or read and write), exchanged for the registry's
+        (for the reader client's, when one is set, to read); None when the catalog needs no
+        authentication. Whether the catalog confines it to that warehouse depends on the
+        catalog (see docs/operations.md)."""
         assert self._session is not None, "open() the client first"
-        if self._oauth is None:
+        oauth = self._oauth if write or self._reader is None else self._reader
+        if oauth is None:
             return None
-        oauth, session = self._oauth, self._session
+        session = self._session
         scope = oauth.warehouse_scope(catalog_warehouse_id, write=write)
 
         async def exchange() -> AccessToken:
@@ -257,6 +308,28 @@ class CatalogClient:
             "POST", f"{self._management}/v1/warehouse", json=body
         )
         return answer
+
+    async def grant_reader(self, catalog_warehouse_id: str) -> None:
+        """Lets the reader client read the warehouse (Lakekeeper's `select`); nothing without
+        one. The reader's principal is provisioned first (it may never have called the
+        catalog); both calls are idempotent."""
+        if self._reader is None:
+            return
+        assert self._session is not None, "open() the client first"
+        try:
+            principal = f"oidc~{token_subject(await self._reader.token(self._session))}"
+        except TokenEndpointError as exc:
+            raise CatalogError(401, exc.error, exc.description) from exc
+        except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
+            raise CatalogUnavailable("the catalog's token endpoint did not answer") from exc
+        user = {"id": principal, "user-type": "application", "update-if-exists": True}
+        await self._request("POST", f"{self._management}/v1/user", json=user)
+        grant = {"writes": [{"type": "select", "user": principal}]}
+        await self._request(
+            "POST",
+            f"{self._management}/v1/permissions/warehouse/{catalog_warehouse_id}/assignments",
+            json=grant,
+        )
 
     async def find_warehouse(self, name: str) -> dict[str, Any] | None:
         # Lakekeeper's ListWarehousesResponse (v0.13.3) is not paged: one answer holds them all.

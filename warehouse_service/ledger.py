@@ -52,6 +52,7 @@ from warehouse_service import execution_tokens, memberships, platform_warehouse,
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.permissions import Role
 from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
@@ -128,9 +129,11 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         tokens: execution_tokens.ExecutionTokens,
         unit_credentials: UnitCredentials,
         unit_certificates: UnitCertificates | None = None,
+        execution_catalogs: ExecutionCatalogs,
         mode: CatalogMode = CatalogMode.PER_USER,
     ) -> None:
         self._db = db
+        self._execution_catalogs = execution_catalogs
         self._unit_certificates = unit_certificates
         self._tokens = tokens
         self._unit_credentials = unit_credentials
@@ -144,18 +147,21 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         self._execution_tokens = PageTokens(page_token_key, "executions")
         self._unit_tokens = PageTokens(page_token_key, "unit-registrations")
 
-    async def _binding(
-        self, row: asyncpg.Record, *, write: bool
-    ) -> registry_service_pb2.CatalogBinding:
-        """The warehouse's binding with a fresh catalog token for it alone (global-sql: the
-        SQL catalog, which takes no token)."""
+    async def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
+        """How to reach the warehouse's catalog: for a service, with a fresh read-only token
+        for it alone; for a computing unit, without a token (its executions reach the catalog
+        through the gatekeeper, see OpenExecutionCatalog); global-sql: the SQL catalog, which
+        takes no token."""
         if self._mode is CatalogMode.GLOBAL_SQL:
             return records.binding(
                 row, "", "", None, backend=registry_service_pb2.CATALOG_BACKEND_SQL
             )
+        identity = current_identity()
+        if identity.is_unit or identity.via is not None:
+            return records.binding(row, "", "", None)
         try:
             token = await self._catalog.warehouse_token(
-                str(row["catalog_warehouse_id"]), write=write
+                str(row["catalog_warehouse_id"]), write=False
             )
         except CatalogError as exc:
             raise catalog_refused_registry(exc) from exc
@@ -254,7 +260,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         return registry_service_pb2.BindExecutionResponse(
             execution=records.execution(present(row), []),
-            binding=await self._binding(warehouse, write=True),
+            binding=await self._binding(warehouse),
             created=True,
         )
 
@@ -292,7 +298,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         return registry_service_pb2.BindExecutionResponse(
             execution=records.execution(row, await self._outputs(connection, row["execution_id"])),
-            binding=await self._binding(present(warehouse), write=True),
+            binding=await self._binding(present(warehouse)),
             created=False,
         )
 
@@ -429,7 +435,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             outputs = await self._outputs(connection, request.execution_id)
         return registry_service_pb2.ResolveExecutionResponse(
             execution=records.execution(row, outputs),
-            binding=await self._binding(warehouse, write=False),
+            binding=await self._binding(warehouse),
         )
 
     async def ResolveWarehouse(
@@ -445,20 +451,20 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await self._resolvable(connection, identity, request.warehouse_id)
         if row["state"] in _UNREADABLE:
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
-        # Only a computing unit gets a token that may write: for the user it serves, or on its
-        # own account for a warehouse its unfinished executions write into (how a long
-        # execution renews its catalog access once its submitter's token has expired).
-        writer = identity.via is not None or identity.is_unit
-        return registry_service_pb2.ResolveWarehouseResponse(
-            binding=await self._binding(row, write=writer)
-        )
+        return registry_service_pb2.ResolveWarehouseResponse(binding=await self._binding(row))
+
+    async def OpenExecutionCatalog(
+        self, request: registry_service_pb2.OpenExecutionCatalogRequest, context: Any
+    ) -> registry_service_pb2.OpenExecutionCatalogResponse:
+        binding = await self._execution_catalogs.open(current_identity(), request)
+        return registry_service_pb2.OpenExecutionCatalogResponse(binding=binding)
 
     async def _resolvable(
         self, connection: Connection, identity: Identity, warehouse_id: str
     ) -> asyncpg.Record:
         """The warehouse, if the caller may reach it: services every one; a user one it holds
-        READER or more on, and WRITER or more through a computing unit (which gets a token that
-        may write); a unit acting as itself those its unfinished executions write into."""
+        READER or more on, and WRITER or more through a computing unit; a unit acting as itself
+        none (its executions renew their catalog access through OpenExecutionCatalog)."""
         if identity.is_user:
             needed = Role.WRITER if identity.via is not None else Role.READER
             shared, _ = await platform_warehouse.warehouse_as(
@@ -468,10 +474,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         row = await connection.fetchrow(
             "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(warehouse_id)
         )
-        if row is None or not (
-            identity.is_service
-            or (identity.is_unit and await _writes_into(connection, identity.user_id, row))
-        ):
+        if row is None or not identity.is_service:
             raise not_found(Resource.WAREHOUSE, warehouse_id)
         return row
 
@@ -733,18 +736,6 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         execution_tokens.check_grant(identity, request.execution_id, row)
         assert row is not None  # check_grant refuses a missing execution
         return await execution_tokens.vend(self._catalog, row, request)
-
-
-async def _writes_into(connection: Connection, unit_id: str, warehouse: asyncpg.Record) -> bool:
-    """Whether unfinished executions of the unit write into the warehouse."""
-    return bool(
-        await connection.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM executions WHERE computing_unit_id = $1 "
-            "AND warehouse_id = $2 AND state IN ('QUEUED', 'RUNNING'))",
-            unit_id,
-            warehouse["warehouse_id"],
-        )
-    )
 
 
 async def _touch(connection: Connection, unit_id: str) -> None:

@@ -49,6 +49,29 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "the main port (else units call that one).",
         scoped=True,
     )
+    gatekeeper_port: int = setting(
+        "GATEKEEPER_PORT",
+        8183,
+        "Port of the catalog gatekeeper: the Iceberg REST catalog that computing units reach, "
+        "one execution's tables per token (see docs/security.md). Served over TLS with the "
+        "registry's certificate when it has one. Needed in the REST catalog modes.",
+        scoped=True,
+    )
+    gatekeeper_uri: str = setting(
+        "GATEKEEPER_URI",
+        "",
+        "Base URI at which computing units reach the gatekeeper. Empty: https (http without "
+        "a certificate) at UNIT_ADVERTISED_HOST, else HOST (127.0.0.1 for 0.0.0.0), and "
+        "GATEKEEPER_PORT.",
+        scoped=True,
+    )
+    gatekeeper_token_seconds: float = setting(
+        "GATEKEEPER_TOKEN_SECONDS",
+        300.0,
+        "Lifetime of an execution's gatekeeper token (at least 30 s); its unit renews it "
+        "before it expires.",
+        scoped=True,
+    )
     metrics_port: int = setting(
         "METRICS_PORT", 9451, "Metrics port of the warehouse registry; 0 turns it off.", scoped=True
     )
@@ -109,6 +132,22 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "",
         "OAuth2 client secret of the registry. Empty: the catalog is called without "
         "authentication (only for a catalog that has none).",
+        secret=True,
+    )
+    catalog_reader_client_id: str = setting(
+        "CATALOG_READER_CLIENT_ID",
+        "",
+        "OAuth2 client id of a second client of the catalog, which the registry grants reading "
+        "each warehouse (Lakekeeper's select) as it creates it: readers' tokens (the result "
+        "service's, the gateway's Iceberg REST catalog's, the gatekeeper's loads of sources) "
+        "are then this client's, so storage credentials vended to readers only read. Empty: "
+        "the registry's own client, narrowed by the token exchange's scope where the catalog "
+        "does that.",
+    )
+    catalog_reader_client_secret: str = setting(
+        "CATALOG_READER_CLIENT_SECRET",
+        "",
+        "OAuth2 client secret of the reader client (CATALOG_READER_CLIENT_ID).",
         secret=True,
     )
     catalog_oauth_scope: str = setting(
@@ -352,6 +391,18 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"times {self.variable_of('heartbeat_interval_seconds')} (each heartbeat renews it)"
             )
         self._validate_unit_issuer()
+        if self.catalog_reader_client_id and not self.catalog_reader_client_secret:
+            raise ConfigError(
+                f"{self.variable_of('catalog_reader_client_id')} needs "
+                f"{self.variable_of('catalog_reader_client_secret')}"
+            )
+        if self.gatekeeper_token_seconds < 30:
+            raise ConfigError(f"{self.variable_of('gatekeeper_token_seconds')} must be at least 30")
+        if self.mode is not CatalogMode.GLOBAL_SQL and not self.gatekeeper_port:
+            raise ConfigError(
+                f"{self.variable_of('gatekeeper_port')} is needed: computing units reach the "
+                f"catalog through the gatekeeper in catalog mode {self.mode.value}"
+            )
         if self.unit_port and not self.tls_require_client_certificate:
             raise ConfigError(
                 f"{self.variable_of('unit_port')} needs "
@@ -427,10 +478,19 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         """The registry's OAuth2 client of the catalog; None without a client secret."""
         if not self.catalog_client_secret:
             return None
+        return self._oauth_client(self.catalog_client_id, self.catalog_client_secret)
+
+    def catalog_reader_oauth(self) -> OAuthClient | None:
+        """The reader client of the catalog; None without one."""
+        if not self.catalog_reader_client_id:
+            return None
+        return self._oauth_client(self.catalog_reader_client_id, self.catalog_reader_client_secret)
+
+    def _oauth_client(self, client_id: str, secret: str) -> OAuthClient:
         return OAuthClient(
             self.catalog_token_uri,
-            self.catalog_client_id,
-            self.catalog_client_secret,
+            client_id,
+            secret,
             scope=self.catalog_oauth_scope,
             audience=self.catalog_oauth_audience,
             warehouse_scope=self.catalog_warehouse_token_scope,
@@ -445,9 +505,19 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
             timeout_seconds=self.catalog_timeout_seconds,
             attempts=self.catalog_attempts,
             oauth=self.catalog_oauth(),
+            reader=self.catalog_reader_oauth(),
             trust=self.catalog_trust(),
             delete_profile=delete_profile.parse(self.catalog_delete_profile),
         )
+
+    def gatekeeper_address(self) -> str:
+        """How computing units reach the gatekeeper."""
+        if self.gatekeeper_uri:
+            return self.gatekeeper_uri.rstrip("/")
+        host = self.unit_advertised_host or self.host
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - a wildcard
+        scheme = "https" if self.tls_certificate else "http"
+        return f"{scheme}://{host}:{self.gatekeeper_port}"
 
     def database_ssl(self) -> ssl.SSLContext | None:
         """TLS to the registry's database (warehouse_service.db_tls)."""

@@ -326,6 +326,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         if in_catalog:
             created = await self._create_in_catalog(name, request)
             catalog_id = created.get("warehouse-id") or created["id"]
+            await self._grant_reader(catalog_id)
         row = await self._insert(owner, warehouse_id, catalog_id, request, content)
         log.info(
             "warehouse created",
@@ -370,6 +371,16 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 if found is not None:
                     return found
             raise catalog_failure(exc, request.credentials) from exc
+        except CatalogUnavailable as exc:
+            raise catalog_unavailable(exc) from exc
+
+    async def _grant_reader(self, catalog_id: str) -> None:
+        """Lets the catalog's reader client read the new warehouse (a retry of the creation,
+        which adopts the catalog's warehouse, grants again)."""
+        try:
+            await self._catalog.grant_reader(catalog_id)
+        except CatalogError as exc:
+            raise catalog_refused_registry(exc) from exc
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
 

@@ -8,8 +8,9 @@ environment (the Texera JWT secret and the registry database's URL, from .env; i
 catalog modes the platform bucket's key, and in global-sql the SQL catalog's URL, which the
 result service gets too: see deploy/compose/global*.yml).
 
-The registry's OAuth2 client secret is generated here too, and Keycloak learns it from the
-realm it imports: keycloak/texera-lake-realm.json with the secret filled in, written into
+The secrets of the registry's two OAuth2 clients (its own, the catalog's operator, and its
+reader client, whose tokens readers get) are generated here too, and Keycloak learns them from
+the realm it imports: keycloak/texera-lake-realm.json with the secrets filled in, written into
 Keycloak's import folder (a volume of its own) readable only by Keycloak's uid.
 
 TLS: a CA of the stack (service_runtime.tls.authority), whose key stays in a volume of its own
@@ -76,9 +77,16 @@ CA_LIFETIME = datetime.timedelta(days=3 * 365)
 CERTIFICATE_LIFETIME = datetime.timedelta(days=90)
 CA_FILE = "ca.pem"
 REALM_TEMPLATE = Path(__file__).parent / "keycloak" / "texera-lake-realm.json"
-#: Client of the registry in the realm, and what stands for its secret in the template.
+#: Clients of the registry in the realm (its own and its reader client), and what stands for
+#: their secrets in the template.
 REGISTRY_CLIENT_ID = "texera-lake-registry"
+READER_CLIENT_ID = "texera-lake-reader"
 SECRET_PLACEHOLDER = "generated-by-make-secrets"  # noqa: S105 - stands in for the secret
+#: The file of the registry's folder that holds each client's secret.
+CLIENT_SECRET_FILES = {
+    REGISTRY_CLIENT_ID: "catalog_client_secret",
+    READER_CLIENT_ID: "catalog_reader_client_secret",
+}
 
 
 def _write(folder: Path, name: str, value: str, uid: int, mode: int = 0o600) -> None:
@@ -105,13 +113,14 @@ def _kept(folder: Path, name: str, make: str) -> str:
     return path.read_text() if path.exists() else make
 
 
-def realm_with_secret(template: str, client_secret: str) -> str:
-    """The realm to import: the template with the registry's client secret in place."""
+def realm_with_secrets(template: str, client_secrets: Mapping[str, str]) -> str:
+    """The realm to import: the template with each client's secret (by client id) in place."""
     realm = json.loads(template)
-    (client,) = [c for c in realm["clients"] if c["clientId"] == REGISTRY_CLIENT_ID]
-    if client["secret"] != SECRET_PLACEHOLDER:
-        raise ValueError(f"the realm template's {REGISTRY_CLIENT_ID} secret is not a placeholder")
-    client["secret"] = client_secret
+    for client_id, secret in client_secrets.items():
+        (client,) = [c for c in realm["clients"] if c["clientId"] == client_id]
+        if client["secret"] != SECRET_PLACEHOLDER:
+            raise ValueError(f"the realm template's {client_id} secret is not a placeholder")
+        client["secret"] = secret
     return json.dumps(realm, indent=2)
 
 
@@ -236,9 +245,10 @@ def main(root: Path, keycloak_import: Path, server_tls: Path, authority_folder: 
     authority = stack_authority(_folder(authority_folder, 0))
     gateway_key = _kept(folders["gateway"], "signing_key", generate_private_key())
     registry_key = _kept(folders["warehouse-service"], "signing_key", generate_private_key())
-    client_secret = _kept(
-        folders["warehouse-service"], "catalog_client_secret", secrets.token_urlsafe(32)
-    )
+    client_secrets = {
+        client_id: _kept(folders["warehouse-service"], name, secrets.token_urlsafe(32))
+        for client_id, name in CLIENT_SECRET_FILES.items()
+    }
     files = {
         "gateway": {
             "jwt_secret": os.environ["TEXERA_LAKE_JWT_SECRET"],
@@ -250,7 +260,7 @@ def main(root: Path, keycloak_import: Path, server_tls: Path, authority_folder: 
             "page_token_key": _kept(
                 folders["warehouse-service"], "page_token_key", secrets.token_urlsafe(48)
             ),
-            "catalog_client_secret": client_secret,
+            **{name: client_secrets[c] for c, name in CLIENT_SECRET_FILES.items()},
         },
         "result-service": {
             "page_token_key": _kept(
@@ -271,7 +281,7 @@ def main(root: Path, keycloak_import: Path, server_tls: Path, authority_folder: 
     _write(public, "registry_public_key", public_key_text(registry_key), 0, 0o644)
     _write(public, CA_FILE, authority.certificate_pem.decode(), 0, 0o644)
     _folder(keycloak_import, KEYCLOAK_UID)
-    realm = realm_with_secret(REALM_TEMPLATE.read_text(), client_secret)
+    realm = realm_with_secrets(REALM_TEMPLATE.read_text(), client_secrets)
     _write(keycloak_import, REALM_TEMPLATE.name, realm, KEYCLOAK_UID)
     write_server_tls(server_tls, authority)
 

@@ -111,7 +111,11 @@ def build_app(settings: DevCatalogSettings) -> web.Application:
         client_max_size=64 * 1024**2,
     )
     app.router.add_get("/health", health)
-    app.add_routes(TokenEndpoint(state, settings.client_secrets(), tokens, access).routes())
+    app.add_routes(
+        TokenEndpoint(
+            state, settings.client_secrets(), tokens, access, scoped=settings.scoped_tokens
+        ).routes()
+    )
     app.add_routes(ManagementApi(state, assignments).routes())
     app.add_routes(PermissionsApi(state, assignments).routes())
     app.add_routes(IcebergRestApi(state, access, settings.page_size).routes())

@@ -1,7 +1,10 @@
-"""Lakekeeper's management API (v0.13.3): bootstrap and warehouses (a protected warehouse is
-not deleted, as Lakekeeper's delete without `force`)."""
+"""Lakekeeper's management API (v0.13.3): bootstrap, warehouses (a protected warehouse is
+not deleted, as Lakekeeper's delete without `force`) and an operator's provisioning of users
+(answered only: permission assignments name principals directly, so no user record is kept)."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -25,6 +28,7 @@ class ManagementApi:
         one = base + "/warehouse/{warehouse_id}"
         return [
             web.post(base + "/bootstrap", self.bootstrap),
+            web.post(base + "/user", self.provision_user),
             web.post(base + "/warehouse", self.create_warehouse),
             web.get(base + "/warehouse", self.list_warehouses),
             web.get(one, self.get_warehouse),
@@ -46,6 +50,23 @@ class ManagementApi:
         # As in Lakekeeper, whoever bootstraps the catalog becomes its server admin.
         await self.state.run(self.assignments.grant_admin, request["principal"].user_id)
         return web.Response(status=204)
+
+    async def provision_user(self, request: web.Request) -> web.Response:
+        body = await json_body(request)
+        user_id = body.get("id")
+        if not isinstance(user_id, str) or "~" not in user_id:
+            raise bad_request("BadRequestException", "a user is provisioned by its id, <idp>~<sub>")
+        user_type = body.get("user-type") or "application"
+        if user_type not in ("application", "human"):
+            raise bad_request("BadRequestException", "user-type is application or human")
+        user = {
+            "id": user_id,
+            "name": str(body.get("name") or user_id.split("~", 1)[1]),
+            "user-type": user_type,
+            "last-updated-with": "create-endpoint",
+            "created-at": datetime.now(UTC).isoformat(),
+        }
+        return web.json_response(user, status=201)
 
     async def create_warehouse(self, request: web.Request) -> web.Response:
         body = await json_body(request)

@@ -7,7 +7,9 @@ Two grants:
 - token exchange (RFC 8693): the same client trades such a token
   (``subject_token``) for one scoped to one warehouse, ``scope`` =
   ``warehouse:<id>:read`` or ``warehouse:<id>:write``, if it holds that access
-  itself.
+  itself. With SCOPED_TOKENS=false the exchanged token keeps the subject's
+  whole reach, as Keycloak's exchange does before Lakekeeper (scopes narrow
+  nothing there): the registry's tokens are then the catalog operator's.
 
 Errors are RFC 6749 §5.2 bodies: ``invalid_client`` (401), ``invalid_request``,
 ``invalid_grant``, ``invalid_scope``, ``unsupported_grant_type`` (400).
@@ -71,11 +73,14 @@ class TokenEndpoint:
         clients: Mapping[str, str],
         tokens: TokenIssuer,
         access: Access,
+        *,
+        scoped: bool = True,
     ) -> None:
         self._state = state
         self._clients = dict(clients)
         self._tokens = tokens
         self._access = access
+        self._scoped = scoped
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(TOKEN_PATH, self.token)]
@@ -89,6 +94,8 @@ class TokenEndpoint:
                 return self._answer(self._client_credentials(client_id, form), None)
             if grant == TOKEN_EXCHANGE:
                 scope = await self._exchange(client_id, form)
+                if not self._scoped:  # the subject's own reach, whatever the scope said
+                    return self._answer(self._tokens.issue(client_id), None)
                 return self._answer(self._tokens.issue(client_id, scope), scope)
             raise OAuthError(400, "unsupported_grant_type", f"grant_type {grant!r} is not served")
         except OAuthError as exc:

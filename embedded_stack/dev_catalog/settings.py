@@ -52,6 +52,15 @@ class DevCatalogSettings(Settings):
         "Lifetime of the access tokens the development catalog's token endpoint issues.",
         scoped=True,
     )
+    scoped_tokens: bool = setting(
+        "SCOPED_TOKENS",
+        True,
+        "Whether a token exchange narrows the token to the warehouse and access its scope "
+        "names. false: it keeps the subject's reach, as Lakekeeper with Keycloak does, so the "
+        "registry's every token is the catalog operator's (every warehouse, the management "
+        "API).",
+        scoped=True,
+    )
     page_size: int = setting(
         "PAGE_SIZE",
         100,

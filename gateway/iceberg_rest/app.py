@@ -27,6 +27,7 @@ from gateway.rate_limit import RateLimiter
 from service_runtime.auth import AuthenticationError
 from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
+from service_runtime.iceberg_errors import iceberg_error
 
 log = logging.getLogger("gateway.iceberg_rest")
 
@@ -42,13 +43,6 @@ _STATUS = {
 READ_ONLY = "this catalog is read-only: results are written by Texera's executions alone"
 #: What the token endpoint says its tokens are.
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105 - a type name
-
-
-def error(status: int, kind: str, message: str) -> web.Response:
-    """An Iceberg REST ErrorModel response."""
-    return web.json_response(
-        {"error": {"message": message, "type": kind, "code": status}}, status=status
-    )
 
 
 @dataclass(frozen=True)
@@ -98,9 +92,9 @@ def _as_user(
             try:
                 identity = endpoint.callers.authenticate(request.headers.get("Authorization"), None)
             except AuthenticationError as exc:
-                return error(401, "NotAuthorizedException", str(exc))
+                return iceberg_error(401, "NotAuthorizedException", str(exc))
             if (wait := endpoint.limits.admit(identity.user_id)) > 0:
-                response = error(429, "TooManyRequestsException", "over the rate limit")
+                response = iceberg_error(429, "TooManyRequestsException", "over the rate limit")
                 response.headers["Retry-After"] = str(max(1, round(wait)))
                 return response
             acting = identity_var.set(identity)
@@ -109,9 +103,11 @@ def _as_user(
             except ServiceError as exc:
                 status, kind = _STATUS.get(exc.code, (500, "InternalServerError"))
                 message = exc.message if status < 500 else "the registry could not answer"
-                return error(status, kind, message)
+                return iceberg_error(status, kind, message)
             except CatalogUnreachable:
-                return error(503, "ServiceUnavailableException", "the catalog did not answer")
+                return iceberg_error(
+                    503, "ServiceUnavailableException", "the catalog did not answer"
+                )
             finally:
                 identity_var.reset(acting)
 
@@ -132,7 +128,7 @@ async def config(endpoint: Endpoint, request: web.Request) -> web.StreamResponse
     """The catalog's config for a warehouse (by its id): its id is the prefix of every path."""
     warehouse_id = request.query.get("warehouse", "")
     if not warehouse_id:
-        return error(400, "BadRequestException", "name a warehouse (its id) in `warehouse`")
+        return iceberg_error(400, "BadRequestException", "name a warehouse (its id) in `warehouse`")
     view = await warehouse_view(endpoint.registry, warehouse_id)
     return web.json_response(
         {"defaults": {}, "overrides": {"prefix": view.binding.warehouse_id}},
@@ -150,7 +146,7 @@ async def get_namespace(endpoint: Endpoint, request: web.Request) -> web.StreamR
     view = await _view(endpoint, request)
     namespace = _namespace(request)
     if namespace not in view.namespaces:
-        return error(404, "NoSuchNamespaceException", f"no namespace {namespace}")
+        return iceberg_error(404, "NoSuchNamespaceException", f"no namespace {namespace}")
     return web.json_response({"namespace": [namespace], "properties": {}})
 
 
@@ -158,7 +154,7 @@ async def list_tables(endpoint: Endpoint, request: web.Request) -> web.StreamRes
     view = await _view(endpoint, request)
     namespace = _namespace(request)
     if namespace not in view.namespaces:
-        return error(404, "NoSuchNamespaceException", f"no namespace {namespace}")
+        return iceberg_error(404, "NoSuchNamespaceException", f"no namespace {namespace}")
     identifiers = [{"namespace": [namespace], "name": name} for name in view.tables_in(namespace)]
     return web.json_response({"identifiers": identifiers})
 
@@ -169,7 +165,7 @@ async def _visible_table(
     view = await _view(endpoint, request)
     namespace, table = _namespace(request), request.match_info["table"]
     if (namespace, table) not in view.tables:
-        return error(404, "NoSuchTableException", f"no table {namespace}.{table}")
+        return iceberg_error(404, "NoSuchTableException", f"no table {namespace}.{table}")
     return view, namespace, table
 
 
@@ -214,8 +210,8 @@ async def _metrics_accepted(endpoint: Endpoint, request: web.Request) -> web.Str
 
 async def _read_only(endpoint: Endpoint, request: web.Request) -> web.StreamResponse:
     if request.method in ("GET", "HEAD"):
-        return error(404, "NotFoundException", f"no such path: {request.path}")
-    return error(403, "ForbiddenException", READ_ONLY)
+        return iceberg_error(404, "NotFoundException", f"no such path: {request.path}")
+    return iceberg_error(403, "ForbiddenException", READ_ONLY)
 
 
 def token_endpoint(endpoint: Endpoint) -> Handler:

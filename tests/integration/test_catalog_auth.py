@@ -78,6 +78,13 @@ def short_catalog(stack: Stack) -> str:
 
 
 @pytest.fixture(scope="module")
+def scoped_catalog(stack: Stack) -> str:
+    """A second development catalog on the same data that narrows exchanged tokens to the
+    warehouse and access their scope names (the stack's runs as Lakekeeper does: it does not)."""
+    return stack.start_catalog("scoped-catalog", {"TEXERA_LAKE_DEV_CATALOG_SCOPED_TOKENS": "true"})
+
+
+@pytest.fixture(scope="module")
 def alice_and_bob(stack: Stack) -> list[tuple[RegistryClient, warehouse_pb2.Warehouse]]:
     """Two users, each with a warehouse of their own."""
     owners = [user(stack, name) for name in ("auth-alice", "auth-bob")]
@@ -137,65 +144,87 @@ def test_the_token_endpoint_answers_as_rfc_6749_says(stack: Stack) -> None:
     assert (grant.status_code, grant.json()["error"]) == (400, "unsupported_grant_type")
 
 
-def test_a_units_binding_reaches_its_warehouse_only(
+def test_a_readers_binding_only_reads_and_a_unit_gets_none(
     stack: Stack, alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]]
 ) -> None:
-    (alice, alices), (bob, bobs) = alice_and_bob
-    record_unit(stack, "cu-auth", "unit-owner", (alice.subject, bob.subject))
-    # A computing unit resolves the warehouse for the user it serves: a token that may write.
-    binding = resolve(alice.through("cu-auth"), alices)
+    (alice, alices), _ = alice_and_bob
+    record_unit(stack, "cu-auth", "unit-owner", (alice.subject,))
+    # A computing unit resolves the warehouse for the user it serves: no token (its executions
+    # reach the catalog through the gatekeeper).
+    assert not resolve(alice.through("cu-auth"), alices).catalog_token
+    binding = resolve(alice, alices)
     assert binding.catalog_token
     left = binding.catalog_token_expire_time.ToSeconds() - time.time()
     assert 0 < left <= 3600 + 5
-
-    # Bob's table, written with Bob's own binding.
-    bobs_binding = resolve(bob.through("cu-auth"), bobs)
-    bobs_catalog = CatalogFactory().build(bobs_binding)
-    bobs_catalog.create_namespace_if_not_exists("results")
-    bobs_catalog.create_table("results.private", schema=_schema())
-
-    # What a UDF on Alice's unit holds: Alice's binding.
+    # It is the reader client's: select on every warehouse, nothing more.
     headers = bearer(binding.catalog_token)
     listing = requests.get(
         f"{stack.catalog_url}/management/v1/warehouse", headers=headers, timeout=30
     )
     assert listing.status_code == 403
     assert listing.json()["error"]["type"] == "ForbiddenException"
-    config = requests.get(
-        f"{stack.catalog_url}/catalog/v1/config",
-        params={"warehouse": bobs.catalog_warehouse_name},
-        headers=headers,
-        timeout=30,
-    )
-    assert config.status_code == 403
-    table = requests.get(
-        f"{stack.catalog_url}/catalog/v1/{bobs.catalog_warehouse_id}/namespaces/results/tables/private",
-        headers={**headers, "X-Iceberg-Access-Delegation": "vended-credentials"},
-        timeout=30,
-    )
-    assert table.status_code == 403
     exchange = requests.post(
         f"{stack.catalog_url}/oauth2/token",
         data={
             "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
             "subject_token": binding.catalog_token,
             "subject_token_type": "urn:ietf:params:oauth:token-type:access_token",
-            "scope": f"warehouse:{bobs.catalog_warehouse_id}:write",
+            "scope": f"warehouse:{alices.catalog_warehouse_id}:write",
         },
         timeout=30,
     )
     assert exchange.status_code == 401  # only a client with a secret may exchange
-
     alices_catalog = CatalogFactory().build(binding)
-    alices_catalog.create_namespace_if_not_exists("results")
-    alices_catalog.create_table("results.mine", schema=_schema())
-    assert ("results", "mine") in alices_catalog.list_tables("results")
+    alices_catalog.list_namespaces()
+    with pytest.raises(ForbiddenError):
+        alices_catalog.create_namespace(f"mine-{uuid.uuid4().hex[:6]}")
+
+
+def test_a_scoped_catalog_confines_an_exchanged_token_to_its_warehouse(
+    stack: Stack,
+    scoped_catalog: str,
+    alice_and_bob: list[tuple[RegistryClient, warehouse_pb2.Warehouse]],
+) -> None:
+    (_, alices), (_, bobs) = alice_and_bob
+    subject = token_of(scoped_catalog, CATALOG_CLIENT_ID, registry_secret(stack)).json()
+    exchanged = token_of(
+        scoped_catalog,
+        CATALOG_CLIENT_ID,
+        registry_secret(stack),
+        grant_type="urn:ietf:params:oauth:grant-type:token-exchange",
+        subject_token=subject["access_token"],
+        subject_token_type="urn:ietf:params:oauth:token-type:access_token",
+        scope=f"warehouse:{alices.catalog_warehouse_id}:write",
+    )
+    assert exchanged.status_code == 200, exchanged.text
+    headers = bearer(exchanged.json()["access_token"])
+    config = f"{scoped_catalog}/catalog/v1/config"
+    assert (
+        requests.get(
+            config, params={"warehouse": alices.catalog_warehouse_name}, headers=headers, timeout=30
+        ).status_code
+        == 200
+    )
+    assert (
+        requests.get(
+            config, params={"warehouse": bobs.catalog_warehouse_name}, headers=headers, timeout=30
+        ).status_code
+        == 403
+    )
+    table = requests.get(
+        f"{scoped_catalog}/catalog/v1/{bobs.catalog_warehouse_id}/namespaces/results/tables/x",
+        headers=headers,
+        timeout=30,
+    )
+    assert table.status_code == 403
+    listing = requests.get(f"{scoped_catalog}/management/v1/warehouse", headers=headers, timeout=30)
+    assert listing.status_code == 403
     with pytest.raises(ForbiddenError):
         RestCatalog(
             "stolen",
-            uri=binding.catalog_uri,
+            uri=f"{scoped_catalog}/catalog",
             warehouse=bobs.catalog_warehouse_name,
-            token=binding.catalog_token,
+            token=exchanged.json()["access_token"],
         )
 
 
@@ -359,9 +388,16 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     tmp_path: Path,
 ) -> None:
     (_, alices), _ = alice_and_bob
-    wrong = secret_setting(
-        "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "wrong", "wrong-secret-" + "x" * 20
-    )
+    wrong = {
+        **secret_setting(
+            "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "wrong", "wrong-secret-" + "x" * 20
+        ),
+        **secret_setting(
+            "TEXERA_LAKE_CATALOG_READER_CLIENT_SECRET",
+            tmp_path / "wrong-reader",
+            "wrong-secret-" + "y" * 20,
+        ),
+    }
     stack.start_part("registry-wrong-secret", "warehouse_service", wrong)
     alice = registry_as(stack, "auth-alice", stack.internal_token("auth-alice"))
     bad = registry_as(
@@ -379,17 +415,23 @@ def test_the_registry_answers_when_the_catalog_refuses_it(
     outsider = {
         "TEXERA_LAKE_CATALOG_TOKEN_URI": f"{short_catalog}/oauth2/token",
         "TEXERA_LAKE_CATALOG_CLIENT_ID": OUTSIDER,
+        "TEXERA_LAKE_CATALOG_READER_CLIENT_ID": "",  # readers' tokens are the outsider's too
         **secret_setting(
             "TEXERA_LAKE_CATALOG_CLIENT_SECRET", tmp_path / "outsider", OUTSIDER_SECRET
         ),
     }
     stack.start_part("registry-outsider", "warehouse_service", outsider)
-    # A unit's binding, which may write: the outsider's client may read Alice's warehouse only.
-    record_unit(stack, "cu-auth", "unit-owner", (alice.subject,))
-    unallowed = alice.through("cu-auth", "registry-outsider")
+    # A reader's binding: the outsider's client may read Alice's warehouse only, not Bob's.
+    (bob, bobs) = alice_and_bob[1]
+    alice_there = registry_as(
+        stack, alice.subject, stack.internal_token(alice.subject), part="registry-outsider"
+    )
+    bob_there = registry_as(
+        stack, bob.subject, stack.internal_token(bob.subject), part="registry-outsider"
+    )
     try:
-        bobs_error = refused(lambda: resolve(unallowed, alice_and_bob[1][1]))
-        denied = refused(lambda: resolve(unallowed, alices))
+        bobs_error = refused(lambda: resolve(alice_there, bobs))
+        denied = refused(lambda: resolve(bob_there, bobs))
     finally:
         stack.stop_part("registry-outsider")
     # Bob's warehouse belongs to Bob: the registry's own owner check answers first.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pickle
 import re
-import threading
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -54,6 +53,7 @@ from tests.integration.mesh import (
     registry_as,
     user,
 )
+from tests.integration.unit_acting import Heartbeats, bind_running, report
 from texera.lake.internal.v1 import execution_credentials_pb2 as ec
 from texera.lake.internal.v1 import registry_service_pb2 as rs
 from texera.lake.v1 import execution_pb2 as EX
@@ -64,28 +64,6 @@ from texera.lake.v1.result_service_pb2_grpc import ResultServiceStub
 pytestmark = pytest.mark.integration
 
 SCHEMA = pa.schema([("id", pa.int64())])
-
-
-def _bind(owner: RegistryClient, unit: RegistryClient, warehouse_id: str) -> str:
-    execution_id = f"ex-{uuid.uuid4().hex[:12]}"
-    acting = unit.for_user(owner)
-    acting.call(
-        acting.ledger.BindExecution,
-        rs.BindExecutionRequest(
-            execution_id=execution_id, warehouse_id=warehouse_id, computing_unit_id=unit.subject
-        ),
-    )
-    _report(unit, execution_id, EX.EXECUTION_STATE_RUNNING)
-    return execution_id
-
-
-def _report(unit: RegistryClient, execution_id: str, state: Any, **fields: Any) -> None:
-    unit.call(
-        unit.ledger.UpdateExecutionState,
-        rs.UpdateExecutionStateRequest(
-            execution_id=execution_id, computing_unit_id=unit.subject, state=state, **fields
-        ),
-    )
 
 
 def _issue(unit: RegistryClient, execution_id: str, seconds: int = 600) -> str:
@@ -128,14 +106,12 @@ class Setting:
         self.unit = computing_unit(
             stack, register_unit(stack, shared_with=(self.alice.subject, self.bob.subject))
         )
-        self._closed = threading.Event()
-        self._heartbeats = threading.Thread(target=self._heartbeat, daemon=True)
-        self._heartbeats.start()
+        self._heartbeats = Heartbeats(self.unit)
         self.warehouse = create_warehouse(self.alice, stack.provision_bucket("tokens"))
         self.bobs_warehouse = create_warehouse(self.bob, stack.provision_bucket("tokens-b"))
-        self.mine = _bind(self.alice, self.unit, self.warehouse.warehouse_id)
-        self.sibling = _bind(self.alice, self.unit, self.warehouse.warehouse_id)
-        self.bobs = _bind(self.bob, self.unit, self.bobs_warehouse.warehouse_id)
+        self.mine = bind_running(self.alice, self.unit, self.warehouse.warehouse_id)
+        self.sibling = bind_running(self.alice, self.unit, self.warehouse.warehouse_id)
+        self.bobs = bind_running(self.bob, self.unit, self.bobs_warehouse.warehouse_id)
         self.catalog = rest_catalog(stack, self.warehouse.catalog_warehouse_name)
         self.bobs_catalog = rest_catalog(stack, self.bobs_warehouse.catalog_warehouse_name)
         self.my_table = result_table(self.mine, "out")
@@ -144,14 +120,8 @@ class Setting:
         _table(self.bobs_catalog, RESULTS, result_table(self.bobs, "out"), self.bobs)
         self.token = _issue(self.unit, self.mine)
 
-    def _heartbeat(self) -> None:
-        request = rs.HeartbeatComputingUnitRequest(computing_unit_id=self.unit.subject)
-        while not self._closed.wait(1.0):
-            self.unit.call(self.unit.ledger.HeartbeatComputingUnit, request)
-
     def close(self) -> None:
-        self._closed.set()
-        self._heartbeats.join()
+        self._heartbeats.stop()
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +249,7 @@ def test_the_token_reaches_no_other_method(setting: Setting) -> None:
                 lifetime=Duration(seconds=60),
             ),
         ),
-        "report": lambda: _report(as_execution, setting.mine, EX.EXECUTION_STATE_SUCCEEDED),
+        "report": lambda: report(as_execution, setting.mine, EX.EXECUTION_STATE_SUCCEEDED),
     }
     for what, call in calls.items():
         error = refused(call)
@@ -323,7 +293,7 @@ def test_only_the_executions_unit_issues_its_token(setting: Setting) -> None:
 
 def test_the_token_ends_with_its_execution(stack: Stack) -> None:
     ended = Setting(stack)
-    _report(ended.unit, ended.mine, EX.EXECUTION_STATE_SUCCEEDED)
+    report(ended.unit, ended.mine, EX.EXECUTION_STATE_SUCCEEDED)
     ended.close()
     error = refused(lambda: _vend(stack, ended.token, ended.mine, RESULTS, ended.my_table))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -333,18 +303,36 @@ def test_the_token_ends_with_its_execution(stack: Stack) -> None:
     assert reason(error) == "EXECUTION_ENDED"
 
 
-def test_what_a_write_task_is_shipped_holds_no_catalog_token(setting: Setting) -> None:
-    """The table as a unit loads it (with the warehouse's catalog token), turned into what its
-    Spark tasks get: the token is nowhere in it."""
-    binding = setting.unit.for_user(setting.alice)
-    resolved = binding.call(
-        binding.ledger.ResolveWarehouse,
-        rs.ResolveWarehouseRequest(warehouse_id=setting.warehouse.warehouse_id),
+def test_what_a_write_task_is_shipped_holds_no_catalog_token(
+    setting: Setting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table as a unit loads it (through the gatekeeper, with the execution's token there),
+    turned into what its Spark tasks get: the token is nowhere in it."""
+    acting = setting.unit.for_user(setting.alice)
+    opened = acting.call(
+        acting.ledger.OpenExecutionCatalog,
+        rs.OpenExecutionCatalogRequest(
+            execution_id=setting.mine,
+            warehouse_id=setting.warehouse.warehouse_id,
+            computing_unit_id=setting.unit.subject,
+        ),
     ).binding
-    assert resolved.catalog_token
-    catalog = rest_catalog(setting.stack, resolved.catalog_warehouse, resolved.catalog_token)
+    assert opened.catalog_token
+    # requests takes REQUESTS_CA_BUNDLE over the catalog's own CA bundle (psf/requests#3829).
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    tls: dict[str, Any] = (
+        {"ssl": {"cabundle": str(setting.stack.tls.ca_file)}} if setting.stack.tls else {}
+    )
+    catalog = RestCatalog(
+        "unit",
+        uri=opened.catalog_uri,
+        warehouse=opened.catalog_warehouse,
+        token=opened.catalog_token,
+        **tls,
+    )
     table = catalog.load_table((RESULTS, setting.my_table))
-    assert resolved.catalog_token in str(table.io.properties)  # pyiceberg merges it in
+    assert opened.catalog_token in str(table.io.properties)  # pyiceberg merges it in
     renewal = ExecutionCredentials(
         setting.stack.registry_unit_target,
         setting.mine,
@@ -352,7 +340,7 @@ def test_what_a_write_task_is_shipped_holds_no_catalog_token(setting: Setting) -
         tls=setting.stack.client_tls(None),
     )
     shipped = pickle.dumps(TableAccess.of(table, renewal))
-    assert resolved.catalog_token.encode() not in shipped
+    assert opened.catalog_token.encode() not in shipped
     assert setting.stack.catalog_token().encode() not in shipped
 
 

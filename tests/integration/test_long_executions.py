@@ -1,10 +1,11 @@
 """Executions that outlive every token the mesh issues, and every credential they use.
 
 The stack here issues short-lived everything: the gateway's internal user tokens, the
-catalog's tokens and the storage credentials it vends. Executions submitted through the
-gateway (one on the owner's unit, one by a guest on the same, shared unit) run several times
-longer than any of them, commit along the way and start a stage after they all expired;
-they must succeed with exact rows, and no call of the mesh may be refused meanwhile.
+catalog's tokens, the executions' gatekeeper tokens and the storage credentials it vends.
+Executions submitted through the gateway (one on the owner's unit, one by a guest on the same,
+shared unit) run several times longer than any of them, commit along the way and start a stage
+after they all expired; they must succeed with exact rows, and no call of the mesh may be
+refused meanwhile.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def long_run_stack(
         "TEXERA_LAKE_GATEWAY_INTERNAL_TOKEN_SECONDS": str(lifetimes.user_token),
         "TEXERA_LAKE_DEV_CATALOG_TOKEN_LIFETIME_SECONDS": str(lifetimes.catalog_token),
         "TEXERA_LAKE_DEV_CATALOG_CREDENTIAL_LIFETIME_SECONDS": str(lifetimes.storage),
+        # The shortest the registry allows: an execution's gatekeeper token is renewed too.
+        "TEXERA_LAKE_WAREHOUSE_GATEKEEPER_TOKEN_SECONDS": "30",
         "TEXERA_LAKE_CU_COMMIT_INTERVAL_SECONDS": "0",  # a commit after every wave of tasks
     }
     with Stack(settings, ephemeral_ports=True, service_env=env) as running:

@@ -88,7 +88,7 @@ def new_id() -> str:
     return f"ex-{uuid.uuid4().hex[:12]}"
 
 
-def test_bind_records_the_execution_and_answers_how_to_reach_the_catalog(
+def test_bind_records_the_execution_and_hands_the_unit_no_catalog_token(
     stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
     execution_id = new_id()
@@ -103,7 +103,9 @@ def test_bind_records_the_execution_and_answers_how_to_reach_the_catalog(
     assert bound.created
     assert bound.execution.state == EX.EXECUTION_STATE_QUEUED
     assert bound.execution.owner_user_id == alice.subject
-    assert bound.binding.catalog_uri == f"{stack.catalog_url}/catalog"
+    # A unit reaches the catalog through the gatekeeper alone: no address, no token here.
+    assert not bound.binding.catalog_uri
+    assert not bound.binding.catalog_token
     assert bound.binding.catalog_warehouse == f"texera-{warehouse_id}"
     assert bound.binding.backend == rs.CATALOG_BACKEND_REST
     assert bound.binding.credential_version == 1

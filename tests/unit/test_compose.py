@@ -22,7 +22,12 @@ import jsonschema
 import pytest
 import yaml
 
-from deploy.compose.make_secrets import REALM_TEMPLATE, SECRET_PLACEHOLDER, platform_files
+from deploy.compose.make_secrets import (
+    READER_CLIENT_ID,
+    REALM_TEMPLATE,
+    SECRET_PLACEHOLDER,
+    platform_files,
+)
 from scripts.settings_table import ALL_SETTINGS
 from tests.conftest import ROOT, documentation
 from tests.unit.deployment_settings import missing_settings
@@ -333,8 +338,51 @@ def test_the_realm_holds_the_registrys_client_but_no_secret(
     assert uuid.UUID(account["id"])
 
 
-def test_the_registrys_tokens_are_those_lakekeeper_accepts(
+#: The registry's two clients of the catalog: its own (the operator) and its reader client.
+REGISTRY_CLIENTS = ["TEXERA_LAKE_CATALOG_CLIENT_ID", "TEXERA_LAKE_CATALOG_READER_CLIENT_ID"]
+
+
+def test_the_realm_holds_the_reader_client_which_is_no_operator(
     services: dict[str, Any], realm: dict[str, Any]
+) -> None:
+    """The reader client is confidential with its service account on, like the registry's, but
+    nothing makes it more than a reader: the bootstrap (which makes the catalog's operator) acts
+    with the registry's client, and its service account holds no role of the realm's."""
+    registry = services["warehouse-service"]["environment"]
+    reader_id = registry["TEXERA_LAKE_CATALOG_READER_CLIENT_ID"]
+    assert reader_id == READER_CLIENT_ID
+    assert reader_id != registry["TEXERA_LAKE_CATALOG_CLIENT_ID"]
+    client = _client(realm, reader_id)
+    assert client["enabled"] is True
+    assert client["publicClient"] is False
+    assert client["clientAuthenticatorType"] == "client-secret"
+    assert client["secret"] == SECRET_PLACEHOLDER
+    assert client["serviceAccountsEnabled"] is True
+    assert client["attributes"]["standard.token.exchange.enabled"] == "true"
+    # Client credentials only: no person signs in with it.
+    for flow in ("standardFlowEnabled", "implicitFlowEnabled", "directAccessGrantsEnabled"):
+        assert client[flow] is False, flow
+    operator = _client(realm, registry["TEXERA_LAKE_CATALOG_CLIENT_ID"])
+    assert client["defaultClientScopes"] == operator["defaultClientScopes"]
+    assert client["optionalClientScopes"] == operator["optionalClientScopes"]
+    bootstrap = services["lakekeeper-bootstrap"]["environment"]
+    assert bootstrap["TEXERA_LAKE_CATALOG_CLIENT_ID"] != reader_id
+    # Its service account: an id of its own, fixed (Lakekeeper's grant names it), and no role.
+    accounts = {u["serviceAccountClientId"]: u for u in realm["users"]}
+    account = accounts[reader_id]
+    assert uuid.UUID(account["id"]) != uuid.UUID(accounts[operator["clientId"]]["id"])
+    assert not account.get("realmRoles")
+    assert not account.get("clientRoles")
+    assert not account.get("groups")
+    # Its tokens carry what the registry's do (the scopes' mappers), and nothing more.
+    assert client.get("protocolMappers", []) == operator.get("protocolMappers", [])
+    for mappings in ("scopeMappings", "clientScopeMappings", "roles", "groups"):
+        assert reader_id not in json.dumps(realm.get(mappings, [])), mappings
+
+
+@pytest.mark.parametrize("client_setting", REGISTRY_CLIENTS)
+def test_the_registrys_tokens_are_those_lakekeeper_accepts(
+    services: dict[str, Any], realm: dict[str, Any], client_setting: str
 ) -> None:
     registry = services["warehouse-service"]["environment"]
     lakekeeper = services["lakekeeper"]["environment"]
@@ -342,7 +390,7 @@ def test_the_registrys_tokens_are_those_lakekeeper_accepts(
     assert any(port.endswith(":8443") for port in services["keycloak"]["ports"])
     assert lakekeeper["LAKEKEEPER__OPENID_PROVIDER_URI"] == realm_uri
     assert registry["TEXERA_LAKE_CATALOG_TOKEN_URI"] == f"{realm_uri}/protocol/openid-connect/token"
-    client = _client(realm, registry["TEXERA_LAKE_CATALOG_CLIENT_ID"])
+    client = _client(realm, registry[client_setting])
     defaults = client["defaultClientScopes"]
     audiences = _mappers(realm, defaults, "oidc-audience-mapper")
     audience = lakekeeper["LAKEKEEPER__OPENID_AUDIENCE"]
@@ -373,14 +421,31 @@ def test_lakekeepers_ui_signs_in_with_a_public_client_of_the_realm(
 def test_the_bootstrap_acts_as_the_registry(services: dict[str, Any]) -> None:
     registry = services["warehouse-service"]["environment"]
     bootstrap = services["lakekeeper-bootstrap"]["environment"]
-    # The catalog client's settings; the mode and the SQL catalog are none of the bootstrap's.
+    # The catalog client's settings; the mode, the SQL catalog and the reader client are none
+    # of the bootstrap's.
     catalog = {
         key: value
         for key, value in registry.items()
-        if "_CATALOG_" in key and key != "TEXERA_LAKE_CATALOG_MODE" and "SQL_CATALOG" not in key
+        if "_CATALOG_" in key
+        and key != "TEXERA_LAKE_CATALOG_MODE"
+        and "SQL_CATALOG" not in key
+        and "_READER_" not in key
     }
     assert {key: bootstrap[key] for key in catalog} == catalog
     assert "TEXERA_LAKE_CATALOG_CLIENT_SECRET_FILE" in catalog
+    assert not [key for key in bootstrap if "_READER_" in key]
+
+
+def test_only_the_registry_is_given_the_reader_client(services: dict[str, Any]) -> None:
+    registry = services["warehouse-service"]["environment"]
+    assert registry["TEXERA_LAKE_CATALOG_READER_CLIENT_ID"] == READER_CLIENT_ID
+    assert registry["TEXERA_LAKE_CATALOG_READER_CLIENT_SECRET_FILE"] == (
+        "/run/texera-lake/warehouse-service/catalog_reader_client_secret"
+    )
+    for name, key, value in _environment_items(services):
+        if name != "warehouse-service":
+            assert "_READER_" not in key, f"{name}.{key}"
+            assert "catalog_reader_client_secret" not in value, f"{name}.{key}"
 
 
 def test_keycloak_is_healthy_before_lakekeeper_the_bootstrap_and_the_registry(

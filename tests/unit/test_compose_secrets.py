@@ -1,7 +1,7 @@
-"""deploy/compose/make_secrets.py: the registry's client secret, generated once, reaches the
-registry as a file of its own and Keycloak in the realm it imports, and nowhere else; the
-stack's CA and the certificates it issues verify for what each is for, and each key is a file
-only its reader may read."""
+"""deploy/compose/make_secrets.py: the secrets of the registry's two clients (its own and its
+reader client), each generated once, reach the registry as files of its own and Keycloak in the
+realm it imports, and nowhere else; the stack's CA and the certificates it issues verify for
+what each is for, and each key is a file only its reader may read."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from cryptography.x509.verification import PolicyBuilder, Store, VerificationErr
 from deploy.compose import make_secrets
 from deploy.compose.make_secrets import (
     CA_FILE,
+    CLIENT_SECRET_FILES,
     KEYCLOAK_UID,
+    READER_CLIENT_ID,
     REALM_TEMPLATE,
     REGISTRY_CLIENT_ID,
     SERVERS,
@@ -74,19 +76,27 @@ def written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Written:
     return result
 
 
-def _realm_secret(keycloak_import: Path) -> str:
+def _realm_secret(keycloak_import: Path, client_id: str = REGISTRY_CLIENT_ID) -> str:
     realm = json.loads((keycloak_import / REALM_TEMPLATE.name).read_text())
-    (client,) = [c for c in realm["clients"] if c["clientId"] == REGISTRY_CLIENT_ID]
+    (client,) = [c for c in realm["clients"] if c["clientId"] == client_id]
     return str(client["secret"])
 
 
+def test_the_registrys_clients_are_its_own_and_its_reader_client() -> None:
+    assert CLIENT_SECRET_FILES == {
+        REGISTRY_CLIENT_ID: "catalog_client_secret",
+        READER_CLIENT_ID: "catalog_reader_client_secret",
+    }
+
+
+@pytest.mark.parametrize("client_id", sorted(CLIENT_SECRET_FILES))
 def test_the_client_secret_is_the_registrys_file_and_the_imported_realms(
-    written: Written,
+    written: Written, client_id: str
 ) -> None:
-    secret_file = written.secrets / "warehouse-service" / "catalog_client_secret"
+    secret_file = written.secrets / "warehouse-service" / CLIENT_SECRET_FILES[client_id]
     secret = secret_file.read_text()
     assert len(secret) >= 32
-    assert _realm_secret(written.keycloak_import) == secret
+    assert _realm_secret(written.keycloak_import, client_id) == secret
     realm_file = written.keycloak_import / REALM_TEMPLATE.name
     assert (realm_file.stat().st_mode & 0o777, written.owner(realm_file)) == (0o600, KEYCLOAK_UID)
     assert written.keycloak_import.stat().st_mode & 0o777 == 0o700
@@ -96,19 +106,27 @@ def test_the_client_secret_is_the_registrys_file_and_the_imported_realms(
     assert all(secret not in p.read_text() for p in others)
 
 
-def test_a_second_run_keeps_the_secret(written: Written) -> None:
-    first = _realm_secret(written.keycloak_import)
+def test_the_two_clients_secrets_differ(written: Written) -> None:
+    assert _realm_secret(written.keycloak_import, REGISTRY_CLIENT_ID) != _realm_secret(
+        written.keycloak_import, READER_CLIENT_ID
+    )
+
+
+@pytest.mark.parametrize("client_id", sorted(CLIENT_SECRET_FILES))
+def test_a_second_run_keeps_the_secret(written: Written, client_id: str) -> None:
+    first = _realm_secret(written.keycloak_import, client_id)
     written.run()
-    assert _realm_secret(written.keycloak_import) == first
+    assert _realm_secret(written.keycloak_import, client_id) == first
 
 
-def test_a_template_with_a_real_secret_is_refused() -> None:
+@pytest.mark.parametrize("client_id", sorted(CLIENT_SECRET_FILES))
+def test_a_template_with_a_real_secret_is_refused(client_id: str) -> None:
     realm = json.loads(REALM_TEMPLATE.read_text())
     for client in realm["clients"]:
-        if client["clientId"] == REGISTRY_CLIENT_ID:
+        if client["clientId"] == client_id:
             client["secret"] = "committed-by-mistake"
-    with pytest.raises(ValueError, match="not a placeholder"):
-        make_secrets.realm_with_secret(json.dumps(realm), "new")
+    with pytest.raises(ValueError, match=f"{client_id} secret is not a placeholder"):
+        make_secrets.realm_with_secrets(json.dumps(realm), {c: "new" for c in CLIENT_SECRET_FILES})
 
 
 def _certificates(path: Path) -> list[x509.Certificate]:

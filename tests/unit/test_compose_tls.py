@@ -10,13 +10,16 @@ issues names; PostgreSQL, Keycloak, MinIO and Lakekeeper's proxy serve TLS only.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from deploy.compose import make_secrets
 from deploy.compose.make_secrets import KEYCLOAK_UID, MINIO_UID, POSTGRES_UID, SERVERS, UIDS
@@ -262,3 +265,50 @@ def test_lakekeeper_is_reached_through_its_tls_proxy_alone(services: dict[str, A
     assert catalog.startswith("https://lakekeeper:8181/")
     for name in ("lakekeeper-bootstrap", "warehouse-service"):
         assert services[name]["depends_on"]["lakekeeper-tls"]["condition"] == "service_healthy"
+
+
+def test_units_reach_the_catalog_through_the_registrys_gatekeeper_on_loopback(
+    services: dict[str, Any], written: Volumes
+) -> None:
+    """Units run in the registry's container: they reach its catalog gatekeeper on loopback,
+    by an address its certificate names, and the gatekeeper's port is not published."""
+    service = services["warehouse-service"]
+    registry = service["environment"]
+    port = registry["TEXERA_LAKE_WAREHOUSE_GATEKEEPER_PORT"]
+    uri = urllib.parse.urlsplit(registry["TEXERA_LAKE_WAREHOUSE_GATEKEEPER_URI"])
+    assert (uri.scheme, uri.hostname, uri.port) == ("https", "127.0.0.1", int(port))
+    assert port not in {registry["TEXERA_LAKE_WAREHOUSE_UNIT_PORT"], "50051"}
+    assert not any(str(published).endswith(f":{port}") for published in service.get("ports", []))
+    folder, _ = written["lake-secrets"]
+    chain = (folder / "warehouse-service" / "tls_certificate").read_bytes()
+    names = x509.load_pem_x509_certificate(chain).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert ipaddress.ip_address(uri.hostname) in names.value.get_values_for_type(x509.IPAddress)
+    # It serves with the registry's own certificate, which units verify against the CA.
+    assert registry["TEXERA_LAKE_WAREHOUSE_TLS_CERTIFICATE_FILE"].endswith("/tls_certificate")
+
+
+def test_the_reader_clients_secret_is_the_registrys_alone(
+    services: dict[str, Any], written: Volumes
+) -> None:
+    """The reader client's secret is a file of the registry's folder, which only the registry
+    names and which no other mesh service's user may read (the one-shot root containers that
+    write it and that act as the registry aside)."""
+    path = "/run/texera-lake/warehouse-service/catalog_reader_client_secret"
+    registry = services["warehouse-service"]["environment"]
+    assert registry["TEXERA_LAKE_CATALOG_READER_CLIENT_SECRET_FILE"] == path
+    naming = [name for name, service in services.items() if any(path in t for t in _texts(service))]
+    assert naming == ["warehouse-service"]
+    top, owners = written["lake-secrets"]
+    host = top / path.removeprefix("/run/texera-lake/")
+    assert host.read_text()
+    readers = {
+        name
+        for name, service in services.items()
+        if any(entry.startswith("lake-secrets:") for entry in service.get("volumes", []))
+        and _readable(host, top, _user(service), owners)
+    }
+    assert readers == {"warehouse-service", "lake-secrets", "lakekeeper-bootstrap"}
+    for name in ("gateway", "result-service"):
+        assert not _readable(host, top, _user(services[name]), owners), name

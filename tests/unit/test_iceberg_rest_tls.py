@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from gateway.iceberg_rest.server import ReloadingServerContext
+from service_runtime.http_server import ReloadingServerContext
 from service_runtime.tls.authority import SERVICE_LIFETIME
 from service_runtime.tls.files import PRIVATE_MODE, write_atomically
 from service_runtime.tls.server_credentials import CertificateFiles

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from deploy.compose.make_secrets import READER_CLIENT_ID, REGISTRY_CLIENT_ID
 from service_runtime.tls.identity import UNIT_DOMAIN, service_identity
 from tests.conftest import ROOT, documentation
 from tests.unit import cert_manager_checks
@@ -28,13 +29,14 @@ from tests.unit.deployment_settings import (
     with_dummy_files,
 )
 from tests.unit.kubernetes_checks import confinement_problems, containers, pod_spec, validate
+from unit_launcher.base import UnitSpec
 from unit_launcher.kubernetes_settings import (
     KubernetesLauncherSettings,
     cidr_list,
     label_selector,
     port_list,
 )
-from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD
+from unit_launcher.pod_manifests import SECRET_SETTING_NAME, URL_WITH_PASSWORD, build_unit
 from warehouse_service.settings import WarehouseServiceSettings
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -561,26 +563,88 @@ def test_the_units_issuer_is_a_name_constrained_ca_only_the_registry_holds() -> 
         assert files[path] == (spec["secretName"], key)
 
 
-def test_units_reach_the_registry_on_its_unit_port_alone() -> None:
-    environment = _environment(_named("Deployment", MESH, "warehouse-service"))
-    port = int(environment["TEXERA_LAKE_WAREHOUSE_UNIT_PORT"])
-    assert environment["TEXERA_LAKE_CU_REGISTRY_TARGET"] == f"warehouse-service.{MESH}.svc:{port}"
-    # The launcher's NetworkPolicy of each unit lets it reach this port of the registry only.
-    assert int(environment["TEXERA_LAKE_WAREHOUSE_K8S_REGISTRY_PORT"]) == port
-    service = _named("Service", MESH, "warehouse-service")
-    assert {"name": "units", "port": port, "targetPort": "units", "protocol": "TCP"} in (
-        service["spec"]["ports"]
-    )
-    policy = _named("NetworkPolicy", MESH, "warehouse-service")
-    peers = {rule["ports"][0]["port"]: rule["from"] for rule in policy["spec"]["ingress"]}
-    in_units = [
+def _from_units_only(policy: dict[str, Any], port: int) -> bool:
+    """Whether the policy admits callers on port, all of them units' Pods."""
+    peers = [
+        peer
+        for rule in policy["spec"]["ingress"]
+        if _rule_admits_port(rule, port)
+        for peer in rule["from"]
+    ]
+    return bool(peers) and all(
         peer.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name")
         == UNITS
-        for peer in peers[port]
+        and peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+        == "texera-lake-unit"
+        for peer in peers
+    )
+
+
+def test_units_reach_the_registry_on_its_unit_port_and_its_gatekeeper_alone() -> None:
+    registry = _named("Deployment", MESH, "warehouse-service")
+    environment = _environment(registry)
+    port = int(environment["TEXERA_LAKE_WAREHOUSE_UNIT_PORT"])
+    gatekeeper = int(environment["TEXERA_LAKE_WAREHOUSE_GATEKEEPER_PORT"])
+    assert environment["TEXERA_LAKE_CU_REGISTRY_TARGET"] == f"warehouse-service.{MESH}.svc:{port}"
+    # The gatekeeper's address, which units are handed, is the registry's Service, by a name
+    # of the registry's certificate (verified against the mesh's CA bundle units hold).
+    uri = urllib.parse.urlsplit(environment["TEXERA_LAKE_WAREHOUSE_GATEKEEPER_URI"])
+    assert (uri.scheme, uri.hostname, uri.port) == (
+        "https",
+        f"warehouse-service.{MESH}.svc",
+        gatekeeper,
+    )
+    [certificate] = [
+        c
+        for c in _kind("Certificate")
+        if c["spec"].get("uris") == [service_identity("warehouse-service")]
     ]
-    assert in_units
-    assert all(in_units)
-    assert not any("namespaceSelector" in peer for peer in peers[50051])
+    assert uri.hostname in certificate["spec"]["dnsNames"]
+    # The launcher's NetworkPolicy of each unit lets it reach these two ports of the registry.
+    settings = KubernetesLauncherSettings.from_env(environment)
+    assert (settings.registry_port, settings.gatekeeper_port) == (port, gatekeeper)
+    [container] = registry["spec"]["template"]["spec"]["containers"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (container_ports["units"], container_ports["gatekeeper"]) == (port, gatekeeper)
+    service = _named("Service", MESH, "warehouse-service")
+    for name, number in (("units", port), ("gatekeeper", gatekeeper)):
+        assert {"name": name, "port": number, "targetPort": name, "protocol": "TCP"} in (
+            service["spec"]["ports"]
+        )
+    policy = _named("NetworkPolicy", MESH, "warehouse-service")
+    assert _from_units_only(policy, port)
+    assert _from_units_only(policy, gatekeeper)
+    assert not any(
+        "namespaceSelector" in peer
+        for rule in policy["spec"]["ingress"]
+        if _rule_admits_port(rule, 50051)
+        for peer in rule["from"]
+    )
+
+
+def test_units_policies_reach_the_catalog_through_the_registrys_gatekeeper_alone() -> None:
+    """A unit's NetworkPolicy, as the launcher makes it with the manifests' settings, reaches
+    in the cluster only DNS and the registry's Pods (its unit port and its gatekeeper): no
+    catalog's Pods, and the catalog's Service is no address a unit may reach."""
+    registry = _environment(_named("Deployment", MESH, "warehouse-service"))
+    settings = KubernetesLauncherSettings.from_env(registry)
+    spec = UnitSpec(unit_id="u1", owner_user_id="owner", cores=1, memory_mib=2048)
+    policy = build_unit(spec, settings).dependents[2]
+    in_cluster = [
+        (peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"], peer, rule)
+        for rule in policy["spec"]["egress"]
+        for peer in rule["to"]
+        if "ipBlock" not in peer
+    ]
+    assert {namespace for namespace, _, _ in in_cluster} == {"kube-system", MESH}
+    [(_, to_registry, rule)] = [entry for entry in in_cluster if entry[0] == MESH]
+    assert to_registry["podSelector"]["matchLabels"] == label_selector(settings.registry_selector)
+    ports = {port["port"] for port in rule["ports"]}
+    gatekeeper = int(registry["TEXERA_LAKE_WAREHOUSE_GATEKEEPER_PORT"])
+    assert ports == {int(registry["TEXERA_LAKE_WAREHOUSE_UNIT_PORT"]), gatekeeper}
+    catalog = _host_and_port(registry["TEXERA_LAKE_CATALOG_URI"])
+    assert not _admitted(policy, *catalog)
+    assert not [name for name in registry if "K8S_CATALOG" in name]
 
 
 def test_the_registry_verifies_its_database_against_the_ca_in_its_secret() -> None:
@@ -589,3 +653,29 @@ def test_the_registry_verifies_its_database_against_the_ca_in_its_secret() -> No
     assert environment["TEXERA_LAKE_WAREHOUSE_DATABASE_TLS"] == "verify-full"
     secret, key = _mounted(registry)[environment["TEXERA_LAKE_WAREHOUSE_DATABASE_CA_FILE"]]
     assert key in _kubectl_secrets()[secret]
+
+
+def test_the_registry_alone_is_given_its_reader_client_its_secret_from_its_secret() -> None:
+    """The registry's reader client (whose tokens readers get): its id in the registry's own
+    environment, its secret a file of the registry's Secret, as the registry's client's is; the
+    client ids are those of the realm the compose stack imports."""
+    registry = _named("Deployment", MESH, "warehouse-service")
+    spec = pod_spec(registry)
+    assert spec is not None
+    [container] = spec["containers"]
+    own = {variable["name"]: variable["value"] for variable in container["env"]}
+    environment = _environment(registry)
+    assert own["TEXERA_LAKE_CATALOG_READER_CLIENT_ID"] == READER_CLIENT_ID
+    assert environment["TEXERA_LAKE_CATALOG_CLIENT_ID"] == REGISTRY_CLIENT_ID
+    files = _mounted(registry)
+    secret, _ = files[environment["TEXERA_LAKE_CATALOG_CLIENT_SECRET_FILE"]]
+    reader_secret = files[own["TEXERA_LAKE_CATALOG_READER_CLIENT_SECRET_FILE"]]
+    assert reader_secret == (secret, "TEXERA_LAKE_CATALOG_READER_CLIENT_SECRET")
+    assert reader_secret[1] in _kubectl_secrets()[secret]
+    [config_map] = _kind("ConfigMap")
+    assert not [name for name in config_map["data"] if "_READER_" in name]
+    for workload in _workloads():
+        if workload is not registry:
+            name = workload["metadata"]["name"]
+            assert not [k for k in _environment(workload) if "_READER_" in k], name
+            assert secret not in {s for s, _ in _mounted(workload).values()}, name

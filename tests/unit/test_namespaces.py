@@ -1,4 +1,4 @@
-"""An execution's namespaces are made once per catalog client, on a real (SQLite) catalog."""
+"""An execution's namespaces are made once per warehouse, on a real (SQLite) catalog."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ QUICK = RetryPolicy(window_seconds=5.0, first_wait_seconds=0.01, longest_wait_se
 
 
 class CountingCatalog(SqlCatalog):
-    def __init__(self, path: Path) -> None:
-        super().__init__("test", uri=f"sqlite:///{path}/catalog.db", warehouse=f"file://{path}")
+    def __init__(self, path: Path, name: str) -> None:
+        super().__init__(name, uri=f"sqlite:///{path}/catalog.db", warehouse=f"file://{path}")
         self.asked: list[str] = []
 
     def create_namespace_if_not_exists(self, namespace: object, properties: object = None) -> None:
@@ -23,13 +23,17 @@ class CountingCatalog(SqlCatalog):
         super().create_namespace_if_not_exists(namespace)  # type: ignore[arg-type]
 
 
-def test_a_catalog_client_asks_for_the_namespaces_once(tmp_path: Path) -> None:
-    catalog = CountingCatalog(tmp_path)
+def test_a_warehouse_is_asked_for_its_namespaces_once(tmp_path: Path) -> None:
+    catalog = CountingCatalog(tmp_path, "warehouse-1")
     ensure_namespaces(catalog, QUICK)
     ensure_namespaces(catalog, QUICK)
     assert sorted(catalog.asked) == sorted(NAMESPACES)
     assert {n for (n,) in catalog.list_namespaces()} == set(NAMESPACES)
-    # Another client (a rotated credential, say) asks again: they exist, nothing fails.
-    again = CountingCatalog(tmp_path)
-    ensure_namespaces(again, QUICK)
-    assert sorted(again.asked) == sorted(NAMESPACES)
+    # Another execution's client of the same warehouse does not ask again.
+    same = CountingCatalog(tmp_path, "warehouse-1")
+    ensure_namespaces(same, QUICK)
+    assert same.asked == []
+    # Another warehouse's client asks: they exist here already, nothing fails.
+    other = CountingCatalog(tmp_path, "warehouse-2")
+    ensure_namespaces(other, QUICK)
+    assert sorted(other.asked) == sorted(NAMESPACES)

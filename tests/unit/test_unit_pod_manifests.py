@@ -64,13 +64,13 @@ def _environment(manifests: UnitManifests) -> dict[str, str]:
     [
         SETTINGS,
         KubernetesLauncherSettings(
-            catalog_namespace="",
-            catalog_cidrs="203.0.113.10/32, 2001:db8::/64",
+            registry_port=50054,
+            gatekeeper_port=9443,
             storage_cidrs="10.20.0.0/16,0.0.0.0/0,::/0",
             storage_ports="443,9000",
         ),
     ],
-    ids=["defaults", "external-catalog-and-in-cluster-storage"],
+    ids=["defaults", "other-ports-and-in-cluster-storage"],
 )
 def test_every_object_fits_the_kubernetes_schemas(settings: KubernetesLauncherSettings) -> None:
     for manifest in _objects(build_unit(SPEC, settings)):
@@ -195,17 +195,21 @@ def test_the_network_policy_admits_only_the_gateway_and_reaches_only_what_a_unit
             "ports": [{"protocol": "TCP", "port": 50052}],
         }
     ]
-    dns, registry, catalog, storage = policy["egress"]
+    dns, registry, storage = policy["egress"]
     assert {port["port"] for port in dns["ports"]} == {53}
-    assert registry["to"][0]["namespaceSelector"] == mesh
-    assert registry["to"][0]["podSelector"] == {
-        "matchLabels": {"app.kubernetes.io/name": "texera-lake-warehouse-service"}
-    }
-    assert registry["ports"] == [{"protocol": "TCP", "port": 50051}]
-    assert catalog["to"][0]["namespaceSelector"] == {
-        "matchLabels": {"kubernetes.io/metadata.name": "lakekeeper"}
-    }
-    assert catalog["ports"] == [{"protocol": "TCP", "port": 8181}]
+    # The registry's Pods alone, on its port and its catalog gatekeeper's.
+    assert registry["to"] == [
+        {
+            "namespaceSelector": mesh,
+            "podSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "texera-lake-warehouse-service"}
+            },
+        }
+    ]
+    assert registry["ports"] == [
+        {"protocol": "TCP", "port": 50051},
+        {"protocol": "TCP", "port": 8183},
+    ]
     [block] = storage["to"]
     assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
     for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"):
@@ -224,7 +228,41 @@ def test_storage_named_inside_a_private_range_is_reachable_as_named() -> None:
 
 def test_no_storage_cidrs_means_no_storage_rule() -> None:
     policy = build_unit(SPEC, KubernetesLauncherSettings(storage_cidrs="")).dependents[2]
-    assert [rule["ports"][0]["port"] for rule in policy["spec"]["egress"]] == [53, 50051, 8181]
+    assert [rule["ports"][0]["port"] for rule in policy["spec"]["egress"]] == [53, 50051]
+
+
+@pytest.mark.parametrize("storage_cidrs", ["0.0.0.0/0", "10.20.0.0/16", ""])
+def test_a_unit_reaches_the_catalog_only_through_the_registrys_gatekeeper(
+    storage_cidrs: str,
+) -> None:
+    """No rule names a peer outside the mesh's namespace but DNS and object storage (ipBlocks
+    on the storage ports), and only the registry's Pods are reached on the gatekeeper's port."""
+    settings = KubernetesLauncherSettings(
+        registry_port=50054, gatekeeper_port=8183, storage_cidrs=storage_cidrs
+    )
+    egress = build_unit(SPEC, settings).dependents[2]["spec"]["egress"]
+    storage_ports = {443}
+    namespaces = set()
+    for rule in egress:
+        ports = {port["port"] for port in rule["ports"]}
+        for peer in rule["to"]:
+            if "ipBlock" in peer:
+                assert ports == storage_ports, rule
+            else:
+                labels = peer["namespaceSelector"]["matchLabels"]
+                namespaces.add(labels["kubernetes.io/metadata.name"])
+    assert namespaces == {"kube-system", "texera-lake"}
+    [gatekeeper] = [rule for rule in egress if {"protocol": "TCP", "port": 8183} in rule["ports"]]
+    assert gatekeeper["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "texera-lake"}},
+            "podSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "texera-lake-warehouse-service"}
+            },
+        }
+    ]
+    assert {"protocol": "TCP", "port": 50054} in gatekeeper["ports"]
+    assert "lakekeeper" not in json.dumps(egress)
 
 
 @pytest.mark.parametrize(
@@ -266,6 +304,7 @@ def test_a_spec_no_pod_can_be_made_from_is_refused_naming_the_field(
         ({"TEXERA_LAKE_WAREHOUSE_K8S_STORAGE_CIDRS": "10.0.0.0/33"}, "K8S_STORAGE_CIDRS"),
         ({"TEXERA_LAKE_WAREHOUSE_K8S_STORAGE_PORTS": ""}, "K8S_STORAGE_PORTS"),
         ({"TEXERA_LAKE_WAREHOUSE_K8S_UNIT_PORT": "70000"}, "K8S_UNIT_PORT"),
+        ({"TEXERA_LAKE_WAREHOUSE_K8S_GATEKEEPER_PORT": "0"}, "K8S_GATEKEEPER_PORT"),
         ({"TEXERA_LAKE_WAREHOUSE_K8S_LABEL_PREFIX": "Not A Prefix"}, "K8S_LABEL_PREFIX"),
     ],
 )

@@ -120,10 +120,12 @@ class CatalogBinding(_message.Message):
     catalog client built for another version must be rebuilt.
     """
     catalog_token: _builtins.str
-    """Bearer token for the catalog that reaches this warehouse only: read and
-    write from ResolveWarehouse and BindExecution (computing units), read
-    only from ResolveExecution (readers). Short-lived and never stored; empty
-    when the catalog has no authentication.
+    """Bearer token for the catalog: from ResolveWarehouse and ResolveExecution
+    (services), read only and for this warehouse alone where the catalog
+    confines tokens; from OpenExecutionCatalog, the gatekeeper's token for
+    one execution. Computing units get none from any other call.
+    Short-lived and never stored; empty when the catalog has no
+    authentication.
     """
     @_builtins.property
     def catalog_token_expire_time(self) -> _timestamp_pb2.Timestamp:
@@ -408,6 +410,100 @@ class ResolveWarehouseResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveWarehouseResponse: _TypeAlias = ResolveWarehouseResponse  # noqa: Y015
+
+@_typing.final
+class SourceTable(_message.Message):
+    """A table an execution's Iceberg source reads."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Name of the table. Required."""
+    @_builtins.property
+    def namespace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Namespace levels of the table. Required."""
+
+    def __init__(
+        self,
+        *,
+        namespace: _abc.Iterable[_builtins.str] | None = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SourceTable: _TypeAlias = SourceTable  # noqa: Y015
+
+@_typing.final
+class OpenExecutionCatalogRequest(_message.Message):
+    """Request of RegistryService.OpenExecutionCatalog."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    WAREHOUSE_ID_FIELD_NUMBER: _builtins.int
+    COMPUTING_UNIT_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_TABLES_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Identifier of the execution (see Execution.execution_id); it may not be
+    bound yet. Required.
+    """
+    warehouse_id: _builtins.str
+    """Warehouse the execution writes into. Required."""
+    computing_unit_id: _builtins.str
+    """The computing unit asking; must be the caller. Required."""
+    @_builtins.property
+    def source_tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceTable]:
+        """Tables the execution's Iceberg sources read, in the same warehouse; at
+        most 64. Only while serving the submission. Optional.
+        """
+
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        warehouse_id: _builtins.str = ...,
+        computing_unit_id: _builtins.str = ...,
+        source_tables: _abc.Iterable[Global___SourceTable] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["computing_unit_id", b"computing_unit_id", "execution_id", b"execution_id", "source_tables", b"source_tables", "warehouse_id", b"warehouse_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenExecutionCatalogRequest: _TypeAlias = OpenExecutionCatalogRequest  # noqa: Y015
+
+@_typing.final
+class OpenExecutionCatalogResponse(_message.Message):
+    """Response of RegistryService.OpenExecutionCatalog."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BINDING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def binding(self) -> Global___CatalogBinding:
+        """The gatekeeper's address, the warehouse as the gatekeeper names it, and
+        the execution's catalog token.
+        """
+
+    def __init__(
+        self,
+        *,
+        binding: Global___CatalogBinding | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["binding", b"binding"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["binding", b"binding"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenExecutionCatalogResponse: _TypeAlias = OpenExecutionCatalogResponse  # noqa: Y015
 
 @_typing.final
 class ListExecutionRecordsRequest(_message.Message):

@@ -96,6 +96,11 @@ class RegistryServiceStub:
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
                 _registered_method=True)
+        self.OpenExecutionCatalog = channel.unary_unary(
+                '/texera.lake.internal.v1.RegistryService/OpenExecutionCatalog',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -215,6 +220,24 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenExecutionCatalog(self, request, context):
+        """Internal, for units only. How one execution reaches its warehouse's
+        catalog: through the registry's catalog gatekeeper, with a short-lived
+        token that names the execution, its unit, its submitter and the source
+        tables it may read. The gatekeeper lets it create, load, commit and
+        purge the execution's own tables (while the execution has not ended) and
+        load the named source tables, read only; nothing else. Called while
+        serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+        on the warehouse is needed, and in a global catalog mode every source
+        must be a result of the submitter's own executions), and again by the
+        unit alone to renew the token of an execution bound to it that has not
+        ended (without source tables). In the global-sql mode the binding names
+        the SQL catalog, as ResolveWarehouse does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +295,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.VendTableCredentials,
                     request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.FromString,
                     response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.SerializeToString,
+            ),
+            'OpenExecutionCatalog': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenExecutionCatalog,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +605,33 @@ class RegistryService:
             '/texera.lake.internal.v1.RegistryService/VendTableCredentials',
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenExecutionCatalog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.RegistryService/OpenExecutionCatalog',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -101,6 +101,20 @@ class RegistryServiceStub:
     (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
     an ended execution answers PERMISSION_DENIED.
     """
+    OpenExecutionCatalog: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]
+    """Internal, for units only. How one execution reaches its warehouse's
+    catalog: through the registry's catalog gatekeeper, with a short-lived
+    token that names the execution, its unit, its submitter and the source
+    tables it may read. The gatekeeper lets it create, load, commit and
+    purge the execution's own tables (while the execution has not ended) and
+    load the named source tables, read only; nothing else. Called while
+    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+    on the warehouse is needed, and in a global catalog mode every source
+    must be a result of the submitter's own executions), and again by the
+    unit alone to renew the token of an execution bound to it that has not
+    ended (without source tables). In the global-sql mode the binding names
+    the SQL catalog, as ResolveWarehouse does.
+    """
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -173,6 +187,20 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     registry's own token. Any other table answers NOT_FOUND
     (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
     an ended execution answers PERMISSION_DENIED.
+    """
+    OpenExecutionCatalog: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]  # type: ignore[assignment]
+    """Internal, for units only. How one execution reaches its warehouse's
+    catalog: through the registry's catalog gatekeeper, with a short-lived
+    token that names the execution, its unit, its submitter and the source
+    tables it may read. The gatekeeper lets it create, load, commit and
+    purge the execution's own tables (while the execution has not ended) and
+    load the named source tables, read only; nothing else. Called while
+    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+    on the warehouse is needed, and in a global catalog mode every source
+    must be a result of the submitter's own executions), and again by the
+    unit alone to renew the token of an execution bound to it that has not
+    ended (without source tables). In the global-sql mode the binding names
+    the SQL catalog, as ResolveWarehouse does.
     """
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -309,6 +337,26 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         registry's own token. Any other table answers NOT_FOUND
         (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
         an ended execution answers PERMISSION_DENIED.
+        """
+
+    @_abc_1.abstractmethod
+    def OpenExecutionCatalog(
+        self,
+        request: _registry_service_pb2.OpenExecutionCatalogRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.OpenExecutionCatalogResponse, _abc.Awaitable[_registry_service_pb2.OpenExecutionCatalogResponse]]:
+        """Internal, for units only. How one execution reaches its warehouse's
+        catalog: through the registry's catalog gatekeeper, with a short-lived
+        token that names the execution, its unit, its submitter and the source
+        tables it may read. The gatekeeper lets it create, load, commit and
+        purge the execution's own tables (while the execution has not ended) and
+        load the named source tables, read only; nothing else. Called while
+        serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+        on the warehouse is needed, and in a global catalog mode every source
+        must be a result of the submitter's own executions), and again by the
+        unit alone to renew the token of an execution bound to it that has not
+        ended (without source tables). In the global-sql mode the binding names
+        the SQL catalog, as ResolveWarehouse does.
         """
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
