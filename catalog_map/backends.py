@@ -19,6 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from requests import PreparedRequest, Response, Session
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
+from urllib3 import PoolManager
 
 from catalog_map.catalog_token import CatalogToken, CatalogTokenAuth
 from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
@@ -29,16 +30,33 @@ from texera.lake.internal.v1 import registry_service_pb2
 _TOKEN_REFUSED = frozenset({401, 419})
 
 
+#: Connections to catalogs, kept across the catalog clients built here: a computing unit builds
+#: one per execution, and a kept TLS connection spares each a handshake. Every client of a
+#: process verifies a catalog's server the same way (see CatalogFactory).
+_SHARED_CONNECTIONS = PoolManager(num_pools=16, maxsize=32)
+
+
 class _CatalogAdapter(HTTPAdapter):
     """Gives every request a timeout (pyiceberg's REST client sets none) and the configured
     server verification (requests lets REQUESTS_CA_BUNDLE override a session's own CA bundle,
-    psf/requests#3829), and tells the token holder when the catalog refused its token."""
+    psf/requests#3829), tells the token holder when the catalog refused its token, and sends
+    through the process's kept connections."""
 
     def __init__(self, timeout_seconds: float, token: CatalogToken, verify: bool | str) -> None:
         super().__init__()
         self._timeout = timeout_seconds
         self._token = token
         self._verify = verify
+
+    @override
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
+    ) -> None:
+        self.poolmanager = _SHARED_CONNECTIONS
+
+    @override
+    def close(self) -> None:
+        """Leaves the kept connections to the other clients."""
 
     @override
     def send(

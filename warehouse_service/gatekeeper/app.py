@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+import asyncpg
 from aiohttp import web
 from cachetools import LRUCache
 
@@ -41,7 +42,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 class _Target:
     """Where a request goes: the warehouse's catalog, with which access."""
 
-    warehouse: Any
+    warehouse: asyncpg.Record
     write: bool
 
 
@@ -116,43 +117,25 @@ class Gatekeeper:
 
     async def _check(self, grant: ExecutionGrant, found: Route, body: Any) -> _Target:
         """What the request may reach, and with which access; Refused otherwise."""
-        warehouse = await self._store.warehouse(grant.warehouse_id)
-        if warehouse is None or warehouse["state"] in _GONE:
+        standing = await self._store.standing(grant.warehouse_id, grant.execution_id)
+        if standing is None or standing["state"] in _GONE:
             raise forbidden(f"warehouse {grant.warehouse_id} is gone")
         match found.kind:
             case Kind.LOAD_NAMESPACE:
                 rules.check_namespace(found.namespace)
-                return _Target(warehouse, write=False)
+                return _Target(standing, write=False)
             case Kind.CREATE_NAMESPACE:
                 rules.check_new_namespace(body)
-                await self._check_running(grant)
-                return _Target(warehouse, write=True)
             case Kind.CREATE_TABLE:
                 rules.check_new_table(grant, found, body)
-                await self._check_running(grant)
-                return _Target(warehouse, write=True)
             case Kind.LOAD_TABLE | Kind.TABLE_CREDENTIALS if found.table_name in grant.reads:
-                return _Target(warehouse, write=False)
-        if not rules.is_own(grant, found.table_name):
-            raise no_such_table(found.table_name)
-        if found.kind is Kind.COMMIT_TABLE:
-            rules.check_commit(body)
-        await self._check_running(grant)
-        return _Target(warehouse, write=True)
-
-    async def _check_running(self, grant: ExecutionGrant) -> None:
-        """The execution is bound to the token's unit, for its submitter, in its warehouse,
-        and has not ended."""
-        row = await self._store.execution(grant.execution_id)
-        if (
-            row is None
-            or str(row["warehouse_id"]) != grant.warehouse_id
-            or row["computing_unit_id"] != grant.unit_id
-            or row["owner_user_id"] != grant.owner_user_id
-        ):
-            raise forbidden(f"execution {grant.execution_id} is not bound to this unit")
-        if row["state"] in TERMINAL_STATES:
-            raise forbidden(f"execution {grant.execution_id} has ended")
+                return _Target(standing, write=False)
+            case _ if not rules.is_own(grant, found.table_name):
+                raise no_such_table(found.table_name)
+            case Kind.COMMIT_TABLE:
+                rules.check_commit(body)
+        _check_running(grant, standing)
+        return _Target(standing, write=True)
 
     async def _verify_own(self, grant: ExecutionGrant, found: Route, target: _Target) -> None:
         """A table named as the execution's must say it is, before it is changed or its
@@ -191,11 +174,25 @@ class Gatekeeper:
             str(target.warehouse["catalog_warehouse_id"]), write=target.write
         )
 
-    async def _prefix(self, warehouse: Any) -> str:
+    async def _prefix(self, warehouse: asyncpg.Record) -> str:
         key = (str(warehouse["warehouse_id"]), int(warehouse["credential_version"]))
         if key not in self._prefixes:
             self._prefixes[key] = await self._catalog.prefix(warehouse["catalog_warehouse_name"])
         return self._prefixes[key]
+
+
+def _check_running(grant: ExecutionGrant, standing: asyncpg.Record) -> None:
+    """The execution is bound to the token's unit, for its submitter, in its warehouse, and
+    has not ended."""
+    if (
+        standing["execution_state"] is None
+        or str(standing["execution_warehouse_id"]) != grant.warehouse_id
+        or standing["execution_unit_id"] != grant.unit_id
+        or standing["execution_owner_user_id"] != grant.owner_user_id
+    ):
+        raise forbidden(f"execution {grant.execution_id} is not bound to this unit")
+    if standing["execution_state"] in TERMINAL_STATES:
+        raise forbidden(f"execution {grant.execution_id} has ended")
 
 
 def _json(body: bytes) -> Any:

@@ -28,6 +28,26 @@ class GatekeeperStore:
             )
         return row
 
+    async def standing(self, warehouse_id: str, execution_id: str) -> asyncpg.Record | None:
+        """The warehouse (as warehouse() reads it) and, in execution_* columns, the execution
+        (as execution() reads it, NULLs when it is not bound yet): one round trip per request."""
+        async with self._db.connection() as connection:
+            row: asyncpg.Record | None = await connection.fetchrow(
+                """
+                SELECT w.warehouse_id, w.owner_user_id, w.catalog_warehouse_id,
+                       w.catalog_warehouse_name, w.state, w.credential_version,
+                       e.warehouse_id AS execution_warehouse_id,
+                       e.computing_unit_id AS execution_unit_id,
+                       e.owner_user_id AS execution_owner_user_id,
+                       e.state AS execution_state
+                FROM warehouses w LEFT JOIN executions e ON e.execution_id = $2
+                WHERE w.warehouse_id = $1
+                """,
+                uuid.UUID(warehouse_id),
+                execution_id,
+            )
+        return row
+
     async def execution(self, execution_id: str) -> asyncpg.Record | None:
         """Where the execution writes, which unit runs it, for whom, and its state."""
         async with self._db.connection() as connection:
