@@ -30,7 +30,6 @@ from pyspark.sql import SparkSession
 
 from benchmarks.parquet_floor import Bucket, write_plain_parquet
 from benchmarks.shared import lake, plan, run_execution, user_catalog
-from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
 from cu_service.workflow.file_roots import FileRoots
@@ -42,6 +41,7 @@ from texera.lake.v1 import (
     warehouse_pb2,
     workflow_pb2,
 )
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 UPSTREAM_BATCH = 4096
 UNIT_CORES = os.cpu_count() or 1

@@ -31,7 +31,6 @@ from pyspark.sql import SparkSession
 
 from benchmarks.shared import UNLIMITED, lake, metadata, range_then, settled
 from benchmarks.traces import spans_of, tree_lines
-from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from embedded_stack.stack import Stack
 from service_runtime.tracing import JsonLinesExporter, trace_metadata
@@ -42,6 +41,7 @@ from texera.lake.v1 import (
     result_service_pb2,
     result_service_pb2_grpc,
 )
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 ROWS = 10
 CONDITION = "id % 2 = 0"

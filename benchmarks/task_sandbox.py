@@ -26,8 +26,8 @@ def _identity(batches: Iterator[object]) -> Iterator[object]:
 
 def job_times(sandboxed: bool, jobs: int) -> list[float]:
     """Seconds each of jobs small jobs took, after three to warm up (in this process)."""
-    from cu_service.settings import ComputingUnitSettings  # noqa: PLC0415 - only in the child
     from cu_service.spark import start_spark  # noqa: PLC0415
+    from unit_launcher.unit_settings import ComputingUnitSettings  # noqa: PLC0415 - only in the child
 
     settings = ComputingUnitSettings(
         spark_master=f"local[{PARTITIONS}]", spark_driver_memory="1g", sandbox_tasks=sandboxed

@@ -22,6 +22,7 @@ from typing_extensions import override
 from urllib3 import PoolManager
 
 from catalog_map.catalog_token import CatalogToken, CatalogTokenAuth
+from catalog_map.platform import SqlWarehouse
 from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
 from service_runtime.outbound_tls import ServerTrust
 from texera.lake.internal.v1 import registry_service_pb2
@@ -90,15 +91,6 @@ class _AdaptedRestCatalog(RestCatalog):
         for prefix in ("http://", "https://"):
             session.mount(prefix, adapter)
         return session
-
-
-@dataclass(frozen=True)
-class SqlWarehouse:
-    """The deployment's single global warehouse on a SQL catalog (the `sql` backend)."""
-
-    uri: str = field(repr=False)
-    warehouse_location: str
-    file_io_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

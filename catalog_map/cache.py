@@ -30,7 +30,10 @@ from dataclasses import dataclass
 import grpc
 from pyiceberg.catalog import Catalog
 
+from catalog_map.backends import CatalogFactory
 from catalog_map.catalog_token import Binding, CatalogToken, seconds_until_due
+from catalog_map.registry import RegistryReader
+from catalog_map.settings import WarehouseClientSettings
 from service_runtime.errors import ServiceError
 from service_runtime.redaction import without_credentials
 
@@ -173,4 +176,19 @@ def catalog_unavailable(warehouse_id: str, exc: BaseException) -> ServiceError:
         grpc.StatusCode.UNAVAILABLE,
         f"the catalog of warehouse {warehouse_id} is unavailable ({cause}); retry later",
         reason="CATALOG_UNAVAILABLE",
+    )
+
+
+def new_catalog_map(settings: WarehouseClientSettings, registry: RegistryReader) -> CatalogMap:
+    """The service's catalog map: warehouses resolved through the registry, REST or SQL backed
+    (SQL only where the platform's SQL catalog is configured: global-sql)."""
+    return CatalogMap(
+        registry.resolve_warehouse,
+        CatalogFactory(
+            sql_warehouse=settings.sql_warehouse(),
+            catalog_trust=settings.catalog_trust(),
+            storage_io=settings.storage_io_properties(),
+        ).build,
+        max_entries=settings.catalog_cache_size,
+        idle_seconds=settings.catalog_idle_seconds,
     )

@@ -10,13 +10,21 @@ themselves, so they hold the catalog database's URL and the bucket's key, both a
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from catalog_map.backends import SqlWarehouse
 from service_runtime.config import Settings, setting
 
 #: The owner of the platform warehouse: no user, so no user's rights follow from owning it.
 PLATFORM_OWNER = ""
+
+
+@dataclass(frozen=True)
+class SqlWarehouse:
+    """The deployment's single global warehouse on a SQL catalog (the `sql` backend)."""
+
+    uri: str = field(repr=False)
+    warehouse_location: str
+    file_io_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True, repr=False)

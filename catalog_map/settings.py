@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog_map.backends import CatalogFactory
-from catalog_map.cache import CatalogMap
 from catalog_map.platform import PlatformWarehouseSettings
-from catalog_map.registry import RegistryReader
 from catalog_map.trust import OutboundTlsSettings
 from service_runtime.config import ServerSettings, setting
 
@@ -22,19 +19,4 @@ class WarehouseClientSettings(ServerSettings, PlatformWarehouseSettings, Outboun
     )
     catalog_idle_seconds: float = setting(
         "CATALOG_IDLE_SECONDS", 600.0, "A catalog unused this long is closed.", scoped=True
-    )
-
-
-def new_catalog_map(settings: WarehouseClientSettings, registry: RegistryReader) -> CatalogMap:
-    """The service's catalog map: warehouses resolved through the registry, REST or SQL backed
-    (SQL only where the platform's SQL catalog is configured: global-sql)."""
-    return CatalogMap(
-        registry.resolve_warehouse,
-        CatalogFactory(
-            sql_warehouse=settings.sql_warehouse(),
-            catalog_trust=settings.catalog_trust(),
-            storage_io=settings.storage_io_properties(),
-        ).build,
-        max_entries=settings.catalog_cache_size,
-        idle_seconds=settings.catalog_idle_seconds,
     )

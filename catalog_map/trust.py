@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lake_tables.pyiceberg_arrow import S3_CA_BUNDLE
+from lake_tables.io_properties import S3_CA_BUNDLE
 from service_runtime.config import ENV_PREFIX, ConfigError, Settings, setting
 from service_runtime.outbound_tls import ServerTrust
 

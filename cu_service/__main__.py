@@ -16,7 +16,6 @@ from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient, UnitCredential
 from cu_service.servicer import ExecutionServicer, UnitParts
-from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark, worker_confinement
 from cu_service.warm_up import WarmUp
 from cu_service.worker_daemon import Confinement
@@ -28,6 +27,7 @@ from service_runtime.tls.caller_rules import UNIT_RULES, caller_rules
 from service_runtime.tls.held_certificate import HeldCertificate
 from service_runtime.tls.mesh_client import MeshClientTls
 from service_runtime.tls.server_credentials import CertificateFiles
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 log = logging.getLogger("cu_service")
 

@@ -17,7 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cu_service.progress import StageCounts
 from cu_service.writer.output import WrittenOutput
-from lake_client.executions import TERMINAL
+from service_runtime.execution_states import TERMINAL
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.execution_view")

@@ -40,10 +40,10 @@ from cu_service.registry import RegistryClient
 from cu_service.registry_sync import sync_with_registry
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
-from cu_service.settings import ComputingUnitSettings
 from cu_service.source_tables import resolve_source_tables
 from cu_service.submission import check_request
 from cu_service.telemetry import Telemetry
+from cu_service.workflow.file_roots import FileRoots
 from cu_service.workflow.limits import WorkflowLimits
 from cu_service.writer.output import WritePolicy, WrittenOutput
 from lake_tables import naming
@@ -53,6 +53,7 @@ from service_runtime.retry import RetryPolicy
 from service_runtime.tls.mesh_client import MeshClientTls
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 log = logging.getLogger("cu_service.manager")
 tracer = trace.get_tracer("cu_service")
@@ -93,7 +94,8 @@ class ExecutionManager:
             self._pools.put_nowait(f"execution-slot-{slot}")
         self._limits = RunLimits(settings)
         self._workflow_limits = WorkflowLimits.of(settings)
-        self._prepare = Preparation(spark, settings.file_roots, self._workflow_limits)
+        roots = FileRoots.from_setting(settings.file_source_roots)
+        self._prepare = Preparation(spark, roots, self._workflow_limits)
         self._threads = ThreadPoolExecutor(
             max_workers=settings.capacity, thread_name_prefix="execution"
         )

@@ -21,8 +21,8 @@ import grpc
 
 from cu_service.execution_view import LocalExecution
 from cu_service.registry import RegistryClient
-from lake_client.executions import TERMINAL
 from service_runtime.errors import ServiceError
+from service_runtime.execution_states import TERMINAL
 from texera.lake.v1 import execution_pb2
 
 log = logging.getLogger("cu_service.registry_sync")

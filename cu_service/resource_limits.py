@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cu_service.settings import ComputingUnitSettings
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 RESOURCE_LIMIT = "RESOURCE_LIMIT"
 #: Marks the error of a write task that went over the execution's result bytes.

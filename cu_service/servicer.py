@@ -17,9 +17,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cu_service.execution_view import LocalExecution
 from cu_service.manager import ExecutionManager
 from cu_service.registry import RegistryClient
-from lake_client.executions import TERMINAL
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError
+from service_runtime.execution_states import TERMINAL
 from service_runtime.identifiers import IDENTIFIER
 from texera.lake.v1 import (
     execution_pb2,

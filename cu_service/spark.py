@@ -25,11 +25,11 @@ from pyspark.sql.types import StructType
 
 import cu_service
 from cu_service import sandbox, worker_daemon
-from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
 from service_runtime.processes import ensure_system_user
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 log = logging.getLogger("cu_service.spark")
 

@@ -13,10 +13,10 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from lake_client.stack_state import JWT_SECRET_FILE
 from service_runtime.config import ENV_PREFIX
 from service_runtime.internal_tokens import generate_private_key, public_key_text
 
-JWT_SECRET_FILE = "jwt-secret"  # noqa: S105 - a file name, not a secret
 CATALOG_KEY_FILE = "catalog-encryption-key"
 GATEWAY_KEY_FILE = "gateway-signing-key.pem"
 REGISTRY_KEY_FILE = "registry-signing-key.pem"
@@ -25,7 +25,6 @@ CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
 CATALOG_READER_SECRET_FILE = "catalog-reader-secret"  # noqa: S105 - a file name
 SQL_CATALOG_PASSWORD_FILE = "sql-catalog-password"  # noqa: S105 - a file name
 #: The S3 endpoint's administrator key, there while the stack runs (new at each start).
-S3_ADMIN_KEY_FILE = "s3-admin-key"
 
 
 def _kept(path: Path, make: Callable[[], str]) -> str:

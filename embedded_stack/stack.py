@@ -41,11 +41,11 @@ import grpc
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.postgres import EmbeddedPostgres, ensure_database, ensure_owned_database
 from embedded_stack.s3.endpoint import BucketGrant, S3Endpoint
-from embedded_stack.secrets import S3_ADMIN_KEY_FILE, StackSecrets
+from embedded_stack.secrets import StackSecrets
 from embedded_stack.settings import StackSettings
-from embedded_stack.state_files import ENDPOINTS_FILE
 from embedded_stack.tls import TLS_FOLDER, StackTls
 from gateway.settings import GatewaySettings
+from lake_client.stack_state import ENDPOINTS_FILE, S3_ADMIN_KEY_FILE
 from result_service.settings import ResultServiceSettings
 from service_runtime.auth import ON_BEHALF_KEY, SERVICE_ROLE, USER_ROLE, bearer, mint_token
 from service_runtime.config import ENV_PREFIX, ServerSettings

@@ -24,8 +24,8 @@ from catalog_map.registry import RegistryReader
 from gateway.forwarding import Backend
 from gateway.policy import REPEATABLE, may_repeat
 from gateway.units import UnitDirectory
-from lake_client.executions import TERMINAL
 from service_runtime.errors import ServiceError
+from service_runtime.execution_states import TERMINAL
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from texera.lake.v1 import execution_pb2, execution_service_pb2
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import grpc
 
-from embedded_stack.secrets import JWT_SECRET_FILE
 from lake_cli import dev, executions, results, retention, units, usage, warehouses
 from lake_cli.connection import CliError, Connection, read_state, stack_endpoints, stack_tls
 from lake_cli.render import error_text
+from lake_client.stack_state import JWT_SECRET_FILE
 from service_runtime.auth import mint_token
 from service_runtime.health_probe import probe
 

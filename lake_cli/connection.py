@@ -19,8 +19,7 @@ from typing import Any
 
 import grpc
 
-from embedded_stack.secrets import JWT_SECRET_FILE
-from embedded_stack.state_files import ENDPOINTS_FILE
+from lake_client.stack_state import ENDPOINTS_FILE, JWT_SECRET_FILE
 from service_runtime.auth import bearer, mint_token
 from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from texera.lake.v1 import (

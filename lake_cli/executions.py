@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from lake_cli.connection import CliError, Connection
 from lake_cli.render import as_json, progress_bar, table
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from texera.lake.v1 import execution_pb2, execution_service_pb2, workflow_pb2
 
 es = execution_service_pb2

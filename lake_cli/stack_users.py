@@ -14,9 +14,9 @@ import botocore.exceptions
 from google.protobuf import json_format
 
 from embedded_stack.s3.endpoint import S3Admin, provision_bucket, read_admin_key
-from embedded_stack.secrets import JWT_SECRET_FILE, S3_ADMIN_KEY_FILE
 from embedded_stack.warehouse_request import storage_profile
 from lake_cli.connection import CliError, read_state, stack_endpoints
+from lake_client.stack_state import JWT_SECRET_FILE, S3_ADMIN_KEY_FILE
 from service_runtime.auth import mint_token
 
 

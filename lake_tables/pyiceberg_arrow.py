@@ -48,13 +48,10 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableUpdate
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
+from lake_tables.io_properties import S3_CA_BUNDLE
+
 #: The pyiceberg release these helpers were checked against.
 PYICEBERG_VERSION = "0.12.0"
-
-
-#: FileIO property: the CA bundle (a PEM file's path) S3 servers are verified against; absent,
-#: the system's trust store. A path, no secret, so it travels to Spark tasks with the rest.
-S3_CA_BUNDLE = "s3.ca-bundle"
 
 
 class StorageFileIO(PyArrowFileIO):

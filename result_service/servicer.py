@@ -13,9 +13,8 @@ import pyarrow as pa
 from google.protobuf.message import Message
 from pyiceberg.expressions import AlwaysTrue, And
 
-from catalog_map.cache import CatalogMap
+from catalog_map.cache import CatalogMap, new_catalog_map
 from catalog_map.registry import RegistryReader
-from catalog_map.settings import new_catalog_map
 from lake_tables.naming import CONSOLE_LOGS, RUNTIME_STATS, execution_table
 from result_service import snapshots, telemetry
 from result_service.access import Resolved, ResultAccess, storage_failures

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from cu_service.settings import ComputingUnitSettings
 from embedded_stack.dev_catalog.settings import DevCatalogSettings
 from embedded_stack.settings import StackSettings
 from gateway.settings import GatewaySettings
 from result_service.settings import ResultServiceSettings
 from service_runtime.config import Settings, markdown_table
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
+from unit_launcher.unit_settings import ComputingUnitSettings
 from warehouse_service.settings import WarehouseServiceSettings
 
 ALL_SETTINGS: tuple[type[Settings], ...] = (

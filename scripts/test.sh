@@ -26,4 +26,5 @@ step "generated code is current" python scripts/gen_protos.py --check
 step "ruff" ruff check .
 step "ruff format" ruff format --check --quiet .
 step "mypy" mypy
+step "layers" lint-imports --no-cache
 step "pytest" pytest "${lane[@]}" "$@"

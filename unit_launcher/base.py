@@ -16,6 +16,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+#: The launchers there are, by the name TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER gives.
+LAUNCHERS = ("process", "kubernetes")
+
 
 class UnitPhase(enum.Enum):
     """Where a launched unit is in its life."""

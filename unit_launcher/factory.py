@@ -5,11 +5,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from unit_launcher.base import Launcher
+from unit_launcher.base import LAUNCHERS, Launcher
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.process import ProcessLauncher
-
-LAUNCHERS = ("process", "kubernetes")
 
 
 def launcher_named(name: str, *, root: Path, host: str, advertised_host: str = "") -> Launcher:

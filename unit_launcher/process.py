@@ -27,7 +27,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import cu_service
 from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
 from service_runtime.processes import ManagedProcess, ensure_system_user
@@ -35,7 +34,8 @@ from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.
 _INHERITED = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ")
-_PROJECT_ROOT = str(Path(cu_service.__file__).resolve().parent.parent)
+#: Where the unit's packages are found: beside this one (the unit runs `python -m cu_service`).
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def unit_user(unit_id: str) -> str:

@@ -8,7 +8,7 @@ import dataclasses
 import os
 from functools import partial
 
-from catalog_map.backends import SqlWarehouse
+from catalog_map.platform import SqlWarehouse
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.http_server import HttpServer
 from service_runtime.interceptors import PUBLIC_SERVICES
@@ -18,7 +18,7 @@ from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules
 from service_runtime.tls.peers import CallCheck
 from service_runtime.tls.server_credentials import CertificateFiles
 from unit_launcher.factory import launcher_named
-from warehouse_service import platform_warehouse
+from warehouse_service import platform_warehouse, wiring
 from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.cleaner import ExecutionPurge
@@ -52,12 +52,14 @@ from warehouse_service.work_queue import Queue
 def build() -> ServiceProcess:
     settings = WarehouseServiceSettings.from_env()
     db = Database(
-        settings.database_url, settings.database_pool_size, ssl_context=settings.database_ssl()
+        settings.database_url,
+        settings.database_pool_size,
+        ssl_context=wiring.database_ssl_context(settings),
     )
-    catalog = settings.catalog_client()
+    catalog = wiring.catalog_client(settings)
     credentials = UnitCredentials(settings.signing_key, settings.unit_credential_seconds)
     launches = UnitLaunches(db)
-    certificates = settings.unit_certificates()
+    certificates = wiring.unit_certificates(settings)
     supervisor = unit_supervisor(settings, db, credentials, launches, certificates)
     guard = endpoint_guard(settings)
     storage_io = settings.storage_io_properties()

@@ -14,6 +14,7 @@ import sys
 
 from service_runtime.config import ConfigError
 from service_runtime.logs import configure_logging
+from warehouse_service import wiring
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.settings import WarehouseServiceSettings
 
@@ -32,7 +33,7 @@ async def bootstrap(catalog: CatalogClient) -> bool:
 def main() -> None:
     configure_logging("bootstrap-catalog")
     try:
-        catalog = WarehouseServiceSettings.from_env().catalog_client()
+        catalog = wiring.catalog_client(WarehouseServiceSettings.from_env())
     except ConfigError as exc:
         log.error("cannot start: %s", exc)
         sys.exit(2)

@@ -220,8 +220,8 @@ class CatalogClient:
         token: AccessToken | None,
     ) -> Forwarded:
         """One Iceberg REST request (path: after ``/v1/``, encoded) sent as given, with token
-        in place of the registry's own; the answer as it came, once (its sender repeats).
-        CatalogUnavailable when the catalog does not answer."""
+        in place of the registry's own; the answer as it came, once (its sender repeats; after
+        a 401, forget_tokens() first). CatalogUnavailable when the catalog does not answer."""
         assert self._session is not None, "open() the client first"
         sent = dict(headers)
         if token is not None:
@@ -242,6 +242,12 @@ class CatalogClient:
             ) from exc
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise CatalogUnavailable(f"the catalog did not answer ({type(exc).__name__})") from exc
+
+    def forget_tokens(self) -> None:
+        """Drops every token held (the catalog refused one: revoked, or the catalog restarted)."""
+        for oauth in (self._oauth, self._reader):
+            if oauth is not None:
+                oauth.forget()
 
     async def warehouse_token(
         self, catalog_warehouse_id: str, *, write: bool

@@ -12,13 +12,6 @@ from __future__ import annotations
 
 import enum
 
-import grpc
-
-from service_runtime.errors import ServiceError
-
-#: ErrorInfo reason of a warehouse management call that the global modes do not have.
-CATALOG_MODE_GLOBAL = "CATALOG_MODE_GLOBAL"
-
 
 class CatalogMode(enum.StrEnum):
     PER_USER = "per-user"
@@ -28,15 +21,3 @@ class CatalogMode(enum.StrEnum):
     @property
     def is_global(self) -> bool:
         return self is not CatalogMode.PER_USER
-
-
-def refuse_in_global(mode: CatalogMode, method: str) -> None:
-    """FAILED_PRECONDITION with reason CATALOG_MODE_GLOBAL when a global mode has no `method`."""
-    if mode.is_global:
-        raise ServiceError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{method} is not available: the mesh runs in catalog mode {mode.value}, where "
-            "every execution goes to the one platform warehouse",
-            reason=CATALOG_MODE_GLOBAL,
-            metadata={"catalog_mode": mode.value, "method": method},
-        )

@@ -20,11 +20,11 @@ from urllib.parse import quote_plus
 import aiohttp
 import jwt
 
+from warehouse_service.settings import WAREHOUSE_SCOPE
+
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"  # noqa: S105 - a URN
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105 - a URN
 _MAX_MARGIN_SECONDS = 30.0
-#: Scope of a warehouse's token: its catalog id and read or write.
-WAREHOUSE_SCOPE = "warehouse:{warehouse}:{access}"
 
 
 class TokenEndpointError(Exception):

@@ -14,11 +14,7 @@ import ssl
 from urllib.parse import parse_qs, urlsplit
 
 from service_runtime.outbound_tls import ServerTrust
-
-VERIFY_FULL = "verify-full"
-REQUIRE_UNVERIFIED = "require-unverified"
-#: The values the setting takes ("": as the URL says).
-DATABASE_TLS_MODES = ("", VERIFY_FULL, REQUIRE_UNVERIFIED)
+from warehouse_service.settings import DATABASE_TLS_MODES, REQUIRE_UNVERIFIED, VERIFY_FULL
 
 
 def _query(url: str, name: str) -> str:

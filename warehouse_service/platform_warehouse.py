@@ -15,10 +15,11 @@ import logging
 import uuid
 
 import asyncpg
+import grpc
 from pyiceberg.catalog.sql import SqlCatalog
 
 from catalog_map.platform import PlatformWarehouseSettings
-from service_runtime.errors import Resource, not_found
+from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
 from warehouse_service import memberships
 from warehouse_service.catalog_modes import CatalogMode
@@ -120,3 +121,19 @@ async def role_on_execution(
     if mode.is_global:
         return Role.WRITER if submitter == user_id else Role.NONE
     return await memberships.role_on(connection, warehouse_id, user_id)
+
+
+#: ErrorInfo reason of a warehouse management call that the global modes do not have.
+CATALOG_MODE_GLOBAL = "CATALOG_MODE_GLOBAL"
+
+
+def refuse_in_global(mode: CatalogMode, method: str) -> None:
+    """FAILED_PRECONDITION with reason CATALOG_MODE_GLOBAL when a global mode has no `method`."""
+    if mode.is_global:
+        raise ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{method} is not available: the mesh runs in catalog mode {mode.value}, where "
+            "every execution goes to the one platform warehouse",
+            reason=CATALOG_MODE_GLOBAL,
+            metadata={"catalog_mode": mode.value, "method": method},
+        )

@@ -14,9 +14,10 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from texera.lake.v1 import retention_service_pb2, retention_service_pb2_grpc
 from warehouse_service import memberships, retention_store
-from warehouse_service.catalog_modes import CatalogMode, refuse_in_global
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database
 from warehouse_service.permissions import Role
+from warehouse_service.platform_warehouse import refuse_in_global
 from warehouse_service.validation import check_uuid
 
 log = logging.getLogger("warehouse_service.retention")

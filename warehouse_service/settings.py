@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +16,18 @@ from service_runtime.config import (
     setting,
 )
 from service_runtime.endpoint_guard import parse_allowed
-from unit_launcher.factory import LAUNCHERS
+from unit_launcher.base import LAUNCHERS
 from warehouse_service import delete_profile
-from warehouse_service.catalog_client import CatalogClient
 from warehouse_service.catalog_modes import CatalogMode
-from warehouse_service.catalog_oauth import WAREHOUSE_SCOPE, OAuthClient
-from warehouse_service.db_tls import DATABASE_TLS_MODES, database_ssl
-from warehouse_service.unit_certificates import UnitCertificates
+
+#: Scope of a warehouse's token in the catalog's token exchange: its catalog id and read or
+#: write (see CATALOG_WAREHOUSE_TOKEN_SCOPE).
+WAREHOUSE_SCOPE = "warehouse:{warehouse}:{access}"
+#: TEXERA_LAKE_WAREHOUSE_DATABASE_TLS: verified against a CA bundle, or encrypted only.
+VERIFY_FULL = "verify-full"
+REQUIRE_UNVERIFIED = "require-unverified"
+#: The values DATABASE_TLS takes ("": as the database URL says).
+DATABASE_TLS_MODES = ("", VERIFY_FULL, REQUIRE_UNVERIFIED)
 
 
 @dataclass(frozen=True, repr=False)
@@ -441,16 +444,6 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"{variable('heartbeat_interval_seconds')} (heartbeats renew it)"
             )
 
-    def unit_certificates(self) -> UnitCertificates | None:
-        """The issuer of units' certificates; None when units serve plaintext."""
-        if not self.unit_issuer_certificate:
-            return None
-        return UnitCertificates.from_files(
-            self.unit_issuer_certificate,
-            self.unit_issuer_key,
-            datetime.timedelta(seconds=self.unit_certificate_seconds),
-        )
-
     def _validate_catalog_mode(self) -> None:
         modes = [mode.value for mode in CatalogMode]
         if self.catalog_mode not in modes:
@@ -474,42 +467,6 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
     def mode(self) -> CatalogMode:
         return CatalogMode(self.catalog_mode)
 
-    def catalog_oauth(self) -> OAuthClient | None:
-        """The registry's OAuth2 client of the catalog; None without a client secret."""
-        if not self.catalog_client_secret:
-            return None
-        return self._oauth_client(self.catalog_client_id, self.catalog_client_secret)
-
-    def catalog_reader_oauth(self) -> OAuthClient | None:
-        """The reader client of the catalog; None without one."""
-        if not self.catalog_reader_client_id:
-            return None
-        return self._oauth_client(self.catalog_reader_client_id, self.catalog_reader_client_secret)
-
-    def _oauth_client(self, client_id: str, secret: str) -> OAuthClient:
-        return OAuthClient(
-            self.catalog_token_uri,
-            client_id,
-            secret,
-            scope=self.catalog_oauth_scope,
-            audience=self.catalog_oauth_audience,
-            warehouse_scope=self.catalog_warehouse_token_scope,
-        )
-
-    def catalog_client(self) -> CatalogClient:
-        """The registry's client of the catalog (open() it before use)."""
-        return CatalogClient(
-            self.catalog_management_uri,
-            self.catalog_uri,
-            self.catalog_project_id,
-            timeout_seconds=self.catalog_timeout_seconds,
-            attempts=self.catalog_attempts,
-            oauth=self.catalog_oauth(),
-            reader=self.catalog_reader_oauth(),
-            trust=self.catalog_trust(),
-            delete_profile=delete_profile.parse(self.catalog_delete_profile),
-        )
-
     def gatekeeper_address(self) -> str:
         """How computing units reach the gatekeeper."""
         if self.gatekeeper_uri:
@@ -518,10 +475,6 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - a wildcard
         scheme = "https" if self.tls_certificate else "http"
         return f"{scheme}://{host}:{self.gatekeeper_port}"
-
-    def database_ssl(self) -> ssl.SSLContext | None:
-        """TLS to the registry's database (warehouse_service.db_tls)."""
-        return database_ssl(self.database_url, self.database_tls, self.database_ca_file)
 
     @property
     def unit_folder(self) -> Path:

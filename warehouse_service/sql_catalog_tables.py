@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-from catalog_map.backends import SqlWarehouse
+from catalog_map.platform import SqlWarehouse
 from lake_tables.pyiceberg_arrow import STORAGE_IO_PROPERTIES
 from warehouse_service.catalog_client import CatalogError
 

@@ -20,11 +20,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from cu_service.settings import ComputingUnitSettings
 from service_runtime.config import ConfigError, read_setting_file
 from service_runtime.errors import FieldViolation, ServiceError, invalid_argument
 from service_runtime.tls.authority import IssuedCertificate, MeshAuthority
 from service_runtime.tls.identity import unit_identity, unit_server_name
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 #: The signing request's field in a heartbeat, named in errors.
 REQUEST_FIELD = "certificate_signing_request"

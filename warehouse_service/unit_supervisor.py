@@ -24,10 +24,10 @@ from collections.abc import Mapping
 import asyncpg
 import grpc
 
-from cu_service.settings import ComputingUnitSettings
 from service_runtime.config import ENV_PREFIX
 from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec
+from unit_launcher.unit_settings import ComputingUnitSettings
 from warehouse_service.db import Connection, Database
 from warehouse_service.leases import lease_lapsed
 from warehouse_service.unit_certificates import UnitCertificates

@@ -53,9 +53,10 @@ from warehouse_service import (
     usage_repository,
 )
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_modes import CatalogMode, refuse_in_global
+from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database, present
 from warehouse_service.permissions import GRANTABLE, Role, role_of
+from warehouse_service.platform_warehouse import refuse_in_global
 from warehouse_service.validation import (
     check_credentials,
     check_display_name,

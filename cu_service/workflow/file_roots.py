@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from unit_launcher.unit_settings import root_folders
+
 #: Where the repository's shipped examples live: the default root.
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 #: More files than this in one source is refused.
@@ -56,11 +58,7 @@ class FileRoots:
     @classmethod
     def from_setting(cls, text: str) -> FileRoots:
         """Comma-separated absolute folders; empty means the shipped examples folder."""
-        roots = [part.strip() for part in text.split(",") if part.strip()]
-        for root in roots:
-            if not os.path.isabs(root):
-                raise ValueError(f"{root!r} is not an absolute path")
-        return cls(roots or [EXAMPLES])
+        return cls(root_folders(text) or [EXAMPLES])
 
     def __str__(self) -> str:
         return ", ".join(self._roots) or "none"

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cu_service.settings import ComputingUnitSettings
 from service_runtime.errors import FieldViolations
 from texera.lake.v1 import workflow_pb2
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 #: Tokens of an expression or SQL text that matter for its depth: quoted text and comments
 #: (skipped), brackets, and the words CASE and END.

@@ -8,13 +8,13 @@ import pytest
 from google.protobuf import json_format
 from pyspark.sql import SparkSession
 
-from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import CompiledWorkflow, WorkflowCompiler
 from cu_service.workflow.file_roots import FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import workflow_pb2
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 
 def compile_flow(

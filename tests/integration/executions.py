@@ -11,7 +11,7 @@ from google.protobuf import json_format
 
 from embedded_stack.s3.endpoint import BucketGrant
 from embedded_stack.stack import Stack
-from lake_client.executions import TERMINAL
+from service_runtime.execution_states import TERMINAL
 from tests.integration.mesh import Metadata, bearer, create_warehouse, user
 from texera.lake.v1 import (
     computing_unit_service_pb2,

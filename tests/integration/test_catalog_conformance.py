@@ -20,7 +20,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 
 from embedded_stack.dev_catalog.recording import REDACTED
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.conftest import catalog_traffic
 from tests.integration.executions import new_user, workflow
 from tests.integration.mesh import user

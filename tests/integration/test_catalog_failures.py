@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import new_user, workflow
 from tests.integration.mesh import bearer, create_warehouse, reason_of, refused, user

@@ -317,22 +317,38 @@ def test_credentials_a_unit_holds_reach_nothing_at_the_catalog_itself(setting: S
     ).binding
     assert not resolved.catalog_token
     assert not earlier.catalog_token
+    execution_token = setting.unit.call(
+        setting.unit.ledger.IssueExecutionToken,
+        ec.IssueExecutionTokenRequest(
+            execution_id=setting.mine,
+            computing_unit_id=setting.unit.subject,
+            lifetime=Duration(seconds=600),
+        ),
+    ).execution_token
     held = {
         "the gatekeeper's token": setting.binding.catalog_token,
         "the unit's credential": stack.unit_credential(setting.unit.subject),
         "a user's token for the unit": stack.unit_token(
             setting.alice.subject, setting.unit.subject
         ),
+        "the execution's token": execution_token,
     }
     catalog = f"{stack.catalog_url}/catalog/v1"
+    own = (RESULTS, result_table(setting.mine, "held"))
+    setting.admin.create_table(own, SCHEMA, properties={EXECUTION_ID: setting.mine})
     for what, token in held.items():
-        answer = requests.get(
-            f"{catalog}/config",
-            params={"warehouse": setting.warehouse.catalog_warehouse_name},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30,
-        )
-        assert answer.status_code in (401, 403), what
+        headers = {"Authorization": f"Bearer {token}"}
+        for url, params in (
+            (f"{catalog}/config", {"warehouse": setting.warehouse.catalog_warehouse_name}),
+            (
+                f"{catalog}/{setting.warehouse.catalog_warehouse_id}/namespaces/results/"
+                f"tables/{own[1]}",
+                {},
+            ),
+            (f"{stack.catalog_url}/management/v1/warehouse", {}),
+        ):
+            answer = requests.get(url, params=params, headers=headers, timeout=30)
+            assert answer.status_code in (401, 403), (what, url)
     # What the registry's exchange gives for alice's warehouse reaches bob's: operator mode.
     exchanged = _exchanged(stack, f"warehouse:{setting.warehouse.catalog_warehouse_id}:read")
     bobs = rest_catalog(stack, setting.bobs_warehouse.catalog_warehouse_name, exchanged)

@@ -39,8 +39,8 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
     workflow_pb2,
 )
-from warehouse_service.catalog_modes import CATALOG_MODE_GLOBAL, CatalogMode
-from warehouse_service.platform_warehouse import PLATFORM_WAREHOUSE_ID
+from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service.platform_warehouse import CATALOG_MODE_GLOBAL, PLATFORM_WAREHOUSE_ID
 
 pytestmark = pytest.mark.integration
 

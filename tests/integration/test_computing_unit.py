@@ -16,14 +16,13 @@ import requests
 from pyiceberg.types import DoubleType
 from pyspark.sql import SparkSession
 
-from cu_service.settings import ComputingUnitSettings
 from cu_service.spark import start_spark
 from cu_service.workflow.compiler import WorkflowCompiler
 from cu_service.workflow.file_roots import EXAMPLES, FileRoots
 from cu_service.workflow.udf import ConsoleParam
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from lake_tables.naming import result_table
+from service_runtime.execution_states import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management, rest_catalog
 from tests.integration.executions import (
@@ -40,6 +39,7 @@ from tests.integration.executions import (
 from tests.integration.mesh import bad_fields, gateway_account, refused, user
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2, execution_service_pb2, warehouse_service_pb2, workflow_pb2
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 pytestmark = pytest.mark.integration
 EX = execution_pb2

@@ -17,7 +17,7 @@ import pytest
 from pyiceberg.table import Table
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import UnitClient, new_user, udf, workflow
 from tests.integration.results import ResultClient, arrow_table, results_like

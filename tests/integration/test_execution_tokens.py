@@ -23,7 +23,6 @@ from cu_service.execution_credentials import ExecutionCredentials, IssuedToken
 from cu_service.table_access import TableAccess
 from embedded_stack.dev_catalog.tokens import ISSUER as CATALOG_ISSUER
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from lake_tables.naming import (
     CONSOLE_LOGS,
     EXECUTION_ID,
@@ -32,6 +31,7 @@ from lake_tables.naming import (
     result_table,
 )
 from service_runtime.auth import EXECUTION_ROLE
+from service_runtime.execution_states import state_name
 from service_runtime.internal_tokens import (
     GATEWAY_ISSUER,
     MESH_AUDIENCE,

@@ -15,8 +15,8 @@ import requests
 from google.rpc import error_details_pb2
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from service_runtime.errors import status_details
+from service_runtime.execution_states import state_name
 from service_runtime.health_probe import probe
 from service_runtime.ports import free_port
 from tests.conftest import TEST_STACK_ENV

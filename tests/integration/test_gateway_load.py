@@ -17,8 +17,8 @@ import pytest
 from google.rpc import error_details_pb2
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from service_runtime.errors import status_details
+from service_runtime.execution_states import state_name
 from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 from tests.integration.executions import new_user, workflow
 from tests.integration.mesh import bearer, reason

@@ -20,7 +20,7 @@ import pytest
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from lake_client.executions import TERMINAL
+from service_runtime.execution_states import TERMINAL
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import share_unit, sleeping_udf, udf_workflow, workflow
 from tests.integration.people import Person, person

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import new_user, workflow
 from tests.integration.results import results_like

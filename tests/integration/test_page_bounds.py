@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.integration.executions import new_user, workflow
 from tests.integration.results import results_as
 

@@ -23,8 +23,8 @@ import pytest
 from embedded_stack.postgres import ensure_database
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from lake_tables.naming import COMMIT_SEQUENCE
+from service_runtime.execution_states import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import management, rest_catalog, warehouse_request
 from tests.integration.executions import UnitClient, sleeping_udf, unit_as, workflow

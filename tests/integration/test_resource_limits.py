@@ -18,7 +18,7 @@ import pytest
 from cu_service.spark import closed_to_workers
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack, UnitHandle
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import (

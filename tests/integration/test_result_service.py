@@ -17,8 +17,8 @@ import requests
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from lake_client.result_stream import ResultStream
+from service_runtime.execution_states import state_name
 from tests.integration.executions import UnitClient, new_user, udf, unit_as, workflow
 from tests.integration.mesh import bad_fields, refused, user
 from tests.integration.results import ResultClient, arrow_table, first_commit, results_like

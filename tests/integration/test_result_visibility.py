@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from lake_tables.naming import result_table
+from service_runtime.execution_states import state_name
 from tests.integration.catalog_client import rest_catalog
 from tests.integration.executions import UnitClient, new_user, udf, workflow
 from tests.integration.mesh import reason_of, refused

@@ -22,8 +22,8 @@ from botocore.exceptions import ClientError
 
 from embedded_stack.s3.endpoint import REGION, BucketGrant
 from embedded_stack.stack import Stack
-from embedded_stack.state_files import ENDPOINTS_FILE
-from lake_client.executions import state_name
+from lake_client.stack_state import ENDPOINTS_FILE
+from service_runtime.execution_states import state_name
 from tests.integration.catalog_client import create_warehouse, rest_catalog
 from tests.integration.executions import (
     SHARED_UNIT_OWNER,

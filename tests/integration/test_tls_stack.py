@@ -23,7 +23,7 @@ from cryptography import x509
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack, UnitHandle
-from embedded_stack.state_files import ENDPOINTS_FILE
+from lake_client.stack_state import ENDPOINTS_FILE
 from service_runtime.health_probe import probe
 from service_runtime.tls.authority import SERVICE_LIFETIME, MeshAuthority
 from service_runtime.tls.identity import (

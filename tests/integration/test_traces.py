@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from benchmarks.traces import spans_of
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from service_runtime.tracing import trace_metadata
 from tests.integration.executions import UnitClient, filtered_numbers, new_user
 from tests.integration.mesh import bearer

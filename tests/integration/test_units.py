@@ -16,7 +16,7 @@ import pytest
 
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
+from service_runtime.execution_states import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import filtered_numbers, slow_workflow, udf, workflow
 from tests.integration.mesh import bad_fields, reason, refused

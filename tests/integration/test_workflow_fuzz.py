@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 
 from cu_service.workflow.file_roots import EXAMPLES
 from embedded_stack.stack import Stack
-from lake_client.executions import state_name
 from service_runtime.errors import ServiceError
+from service_runtime.execution_states import state_name
 from tests.integration.compile import compile_flow, local_spark
 from tests.integration.executions import UnitClient, new_user, workflow
 from tests.integration.mesh import bad_fields

@@ -13,7 +13,8 @@ from aiohttp import web
 
 from tests.loopback_http import served
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, WAREHOUSE_SCOPE, OAuthClient
+from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
+from warehouse_service.settings import WAREHOUSE_SCOPE
 from warehouse_service.warehouses import catalog_failure
 
 LISTING = {"warehouses": [{"name": "w", "id": "1"}]}

@@ -6,14 +6,18 @@ import grpc
 import pytest
 
 from catalog_map.platform import PlatformWarehouseSettings
-from cu_service.settings import ComputingUnitSettings
 from cu_service.submission import check_request
 from cu_service.workflow.limits import WorkflowLimits
 from service_runtime.config import ConfigError
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import execution_service_pb2, workflow_pb2
-from warehouse_service.catalog_modes import CATALOG_MODE_GLOBAL, CatalogMode, refuse_in_global
-from warehouse_service.platform_warehouse import create_request
+from unit_launcher.unit_settings import ComputingUnitSettings
+from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service.platform_warehouse import (
+    CATALOG_MODE_GLOBAL,
+    create_request,
+    refuse_in_global,
+)
 from warehouse_service.settings import WarehouseServiceSettings
 
 PLATFORM = {

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from embedded_stack.state_files import ENDPOINTS_FILE
 from lake_cli.__main__ import main
 from lake_cli.connection import CliError, stack_tls
+from lake_client.stack_state import ENDPOINTS_FILE
 
 
 def _endpoints(folder: Path, *, files: bool = True) -> dict[str, object]:

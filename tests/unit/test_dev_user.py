@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from embedded_stack.secrets import JWT_SECRET_FILE
-from embedded_stack.state_files import ENDPOINTS_FILE
 from lake_cli.__main__ import main
+from lake_client.stack_state import ENDPOINTS_FILE, JWT_SECRET_FILE
 
 
 def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

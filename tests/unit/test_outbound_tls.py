@@ -16,7 +16,8 @@ from aiohttp import web
 
 from catalog_map.backends import CatalogFactory, catalog_verify
 from catalog_map.trust import OutboundTlsSettings
-from lake_tables.pyiceberg_arrow import S3_CA_BUNDLE, SmallWritesFileIO, StorageFileIO
+from lake_tables.io_properties import S3_CA_BUNDLE
+from lake_tables.pyiceberg_arrow import SmallWritesFileIO, StorageFileIO
 from service_runtime.config import ConfigError
 from service_runtime.outbound_tls import ServerTrust
 from tests.loopback_http import served

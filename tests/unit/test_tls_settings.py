@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from cu_service.__main__ import held_certificate
-from cu_service.settings import ComputingUnitSettings
 from gateway.settings import GatewaySettings
 from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.tls.mesh_client import MeshClientTls
 from tests.unit.tls_files import MeshFiles
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 PREFIX = "TEXERA_LAKE_GATEWAY_TLS_"
 

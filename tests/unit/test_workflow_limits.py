@@ -12,12 +12,12 @@ import pytest
 from google.protobuf import json_format
 
 from cu_service.resource_limits import RESULT_BYTES_MARKER, RunLimits
-from cu_service.settings import ComputingUnitSettings
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.limits import WorkflowLimits, check_limits, nesting_depth, plan_problem
 from service_runtime.errors import ServiceError
 from service_runtime.processes import ensure_system_user
 from texera.lake.v1 import workflow_pb2
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 SETTINGS = ComputingUnitSettings(
     max_operators=4,

@@ -144,10 +144,10 @@ class Gatekeeper:
         if key in self._verified:
             return
         path = self._path(await self._prefix(target.warehouse), found, suffix="")
-        answer = await self._catalog.forward(
-            "GET", path, params=(), body=None, headers={}, token=await self._token(target)
-        )
-        if answer.status != 200 or not rules.belongs_to(grant, _json(answer.body).get("metadata")):
+        answer = await self._send(target, "GET", path, params=[], body=None, headers={})
+        if answer.status not in (200, 404):
+            raise CatalogUnavailable(f"the catalog answered {answer.status} to a load")
+        if answer.status == 404 or not rules.belongs_to(grant, _json(answer.body).get("metadata")):
             raise no_such_table(found.table_name)
         self._verified[key] = True
 
@@ -156,14 +156,36 @@ class Gatekeeper:
         encoded = request.rel_url.raw_parts[3:]  # after /, v1 and the gatekeeper's prefix
         path = "/".join([quote(prefix, safe=""), *encoded])
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
-        return await self._catalog.forward(
-            request.method,
-            path,
-            params=list(request.query.items()),
-            body=body or None,
-            headers=headers,
-            token=await self._token(target),
+        params = list(request.query.items())
+        return await self._send(
+            target, request.method, path, params=params, body=body or None, headers=headers
         )
+
+    async def _send(
+        self,
+        target: _Target,
+        method: str,
+        path: str,
+        *,
+        params: list[tuple[str, str]],
+        body: bytes | None,
+        headers: dict[str, str],
+    ) -> Forwarded:
+        """One request to the catalog with the registry's token for target, once more with a
+        fresh token if the catalog refused it (revoked, or the catalog restarted)."""
+        for repeated in (False, True):
+            answer = await self._catalog.forward(
+                method,
+                path,
+                params=params,
+                body=body,
+                headers=headers,
+                token=await self._token(target),
+            )
+            if answer.status != 401 or repeated:
+                break
+            self._catalog.forget_tokens()
+        return answer
 
     def _path(self, prefix: str, found: Route, *, suffix: str) -> str:
         namespace = quote(rules.UNIT_SEPARATOR.join(found.namespace), safe="")

@@ -1,4 +1,4 @@
-"""Execution states as callers and services of the mesh read them."""
+"""Execution states as the mesh's services and its callers read them."""
 
 from __future__ import annotations
 

@@ -1,13 +1,24 @@
-"""Settings of a computing unit (see service_runtime.config)."""
+"""The settings a computing unit reads (see service_runtime.config): the contract of the
+environment its launcher gives it, which the registry fills in and the unit reads."""
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 
 from catalog_map.settings import WarehouseClientSettings
-from cu_service.workflow.file_roots import FileRoots
 from service_runtime.config import ConfigError, setting
+
+
+def root_folders(text: str) -> list[str]:
+    """The folders FILE_SOURCE_ROOTS names: comma-separated absolute paths (none: the
+    shipped examples); ValueError for one that is not absolute."""
+    roots = [part.strip() for part in text.split(",") if part.strip()]
+    for root in roots:
+        if not os.path.isabs(root):
+            raise ValueError(f"{root!r} is not an absolute path")
+    return roots
 
 
 @dataclass(frozen=True, repr=False)
@@ -197,10 +208,6 @@ class ComputingUnitSettings(WarehouseClientSettings):
         return self.unit_id or f"cu-{socket.gethostname()}"[:64]
 
     @property
-    def file_roots(self) -> FileRoots:
-        return FileRoots.from_setting(self.file_source_roots)
-
-    @property
     def client_certificate(self) -> tuple[str, str]:
         """Only a client certificate set as such: the one the unit serves with is renewed in
         memory (service_runtime.tls.held_certificate), so a copy read at start would go stale.
@@ -239,6 +246,6 @@ class ComputingUnitSettings(WarehouseClientSettings):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{self.variable_of(name)} must be positive")
         try:
-            FileRoots.from_setting(self.file_source_roots)
+            root_folders(self.file_source_roots)
         except ValueError as exc:
             raise ConfigError(f"TEXERA_LAKE_CU_FILE_SOURCE_ROOTS: {exc}") from exc
