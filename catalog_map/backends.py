@@ -8,22 +8,22 @@ CA bundle, see catalog_map.trust)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.rest import AUTH, CA_BUNDLE, SSL, RestCatalog
+from pyiceberg.catalog.rest import AUTH, CA_BUNDLE, SSL
 from pyiceberg.catalog.sql import SqlCatalog
-from requests import PreparedRequest, Response, Session
+from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
 from urllib3 import PoolManager
 
 from catalog_map.catalog_token import CatalogToken, CatalogTokenAuth
 from catalog_map.platform import SqlWarehouse
-from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
+from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES, AdaptedRestCatalog
 from service_runtime.outbound_tls import ServerTrust
 from texera.lake.internal.v1 import registry_service_pb2
 
@@ -77,22 +77,6 @@ class _CatalogAdapter(HTTPAdapter):
         return response
 
 
-class _AdaptedRestCatalog(RestCatalog):
-    """RestCatalog whose every session, its config fetch's too, sends through an adapter."""
-
-    def __init__(self, adapter: Callable[[], HTTPAdapter], name: str, **properties: Any) -> None:
-        self._adapter = adapter
-        super().__init__(name, **properties)
-
-    @override
-    def _create_session(self) -> Session:
-        session = super()._create_session()
-        adapter = self._adapter()
-        for prefix in ("http://", "https://"):
-            session.mount(prefix, adapter)
-        return session
-
-
 @dataclass(frozen=True)
 class CatalogFactory:
     """Builds catalogs; blocking (the REST client fetches its config over HTTP)."""
@@ -132,7 +116,7 @@ class CatalogFactory:
         }
         verify = self.catalog_trust.requests_verify()
         properties[SSL] = {CA_BUNDLE: verify}
-        return _AdaptedRestCatalog(
+        return AdaptedRestCatalog(
             partial(_CatalogAdapter, self.request_timeout_seconds, token, verify),
             binding.warehouse_id,
             uri=binding.catalog_uri,

@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import cu_service
-from cu_service import sandbox, worker_daemon
+from cu_service import pyspark_private, sandbox, worker_daemon
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
@@ -45,7 +45,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 def analyzed_plan(frame: DataFrame) -> list[dict[str, Any]]:
     """The nodes of a DataFrame's analyzed logical plan, as Spark writes them in JSON."""
-    nodes: list[dict[str, Any]] = json.loads(frame._jdf.queryExecution().analyzed().toJSON())
+    nodes: list[dict[str, Any]] = json.loads(pyspark_private.analyzed_plan(frame).toJSON())
     return nodes
 
 

@@ -1,6 +1,8 @@
 """The one adapter to pyiceberg's private API: the Arrow helpers the computing unit's writer and
-the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need, and a
-transaction's staged updates (MetadataOnceTransaction); checked
+the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need, a
+transaction's staged updates (MetadataOnceTransaction), the strict metrics evaluation of a scan
+plan (all_rows_match), the REST client's HTTP session (AdaptedRestCatalog) and the SQL catalog's
+metadata writes and table rows (RememberingSqlCatalog, the development catalog's); checked
 against PYICEBERG_VERSION (a unit test fails when the installed version moves, so these are
 looked at again).
 
@@ -23,12 +25,20 @@ nulls back at every depth.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from cachetools import LRUCache
 from pyarrow.fs import FileSystem
+from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
 from pyiceberg.io import PY_IO_IMPL, FileIO
 from pyiceberg.io.pyarrow import (
     ONE_MEGABYTE,
@@ -41,12 +51,19 @@ from pyiceberg.io.pyarrow import (
     _read_all_delete_files,
     _to_requested_schema,
 )
-from pyiceberg.manifest import FileFormat
+from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.schema import Schema
-from pyiceberg.table import FileScanTask, Transaction
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table import FileScanTask, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableUpdate
+from pyiceberg.typedef import Identifier
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
+from requests import Session
+from requests.adapters import HTTPAdapter
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session as OrmSession
+from typing_extensions import override
 
 from lake_tables.io_properties import S3_CA_BUNDLE
 
@@ -111,6 +128,82 @@ ensure_small_types = _pyarrow_schema_ensure_small_types
 #: Row indices in [start, end) of a data file that none of its positional deletes names,
 #: counted from start.
 positions_kept = _combine_positional_deletes
+
+
+def all_rows_match(schema: Schema, row_filter: BooleanExpression) -> Callable[[DataFile], bool]:
+    """Whether every row of a data file matches row_filter, by its column metrics alone (a file
+    without metrics for the filter's columns: False)."""
+    return _StrictMetricsEvaluator(schema, row_filter, case_sensitive=True).eval
+
+
+class AdaptedRestCatalog(RestCatalog):
+    """RestCatalog whose every HTTP session, its config fetch's too, sends through an adapter
+    made by adapter()."""
+
+    def __init__(self, adapter: Callable[[], HTTPAdapter], name: str, **properties: Any) -> None:
+        self._adapter = adapter
+        super().__init__(name, **properties)
+
+    @override
+    def _create_session(self) -> Session:
+        session = super()._create_session()
+        adapter = self._adapter()
+        for prefix in ("http://", "https://"):
+            session.mount(prefix, adapter)
+        return session
+
+
+class RememberingSqlCatalog(SqlCatalog):
+    """SqlCatalog on a given engine, whose schema is made elsewhere, that remembers the
+    metadata files it wrote: a metadata file never changes once written (each has a name of its
+    own), so loading a table, which every commit does first, takes the newest one from memory
+    instead of reading and parsing it from storage again."""
+
+    def __init__(self, name: str, engine: Engine, remembered: int, **properties: str) -> None:
+        MetastoreCatalog.__init__(self, name, **properties)
+        self.engine = engine
+        self._schema_version = "v1"
+        self._written: LRUCache[str, TableMetadata] = LRUCache(remembered)
+        self._written_lock = threading.Lock()
+
+    def _write_metadata(  # type: ignore[override]  # pyiceberg's is a staticmethod
+        self, metadata: TableMetadata, io: FileIO, metadata_path: str
+    ) -> None:
+        """Writes without asking first whether the file exists: pyiceberg names every metadata
+        file anew (a version and a UUID), and on S3 the question is a HEAD and, for a file
+        that is not there, a LIST of the table's folder."""
+        ToOutputFile.table_metadata(metadata, io.new_output(metadata_path), overwrite=True)
+        with self._written_lock:
+            self._written[metadata_path] = metadata
+
+    def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
+        location = orm_table.metadata_location
+        with self._written_lock:
+            metadata = self._written.get(location) if location else None
+        if metadata is None or location is None:
+            return super()._convert_orm_to_iceberg(orm_table)
+        return Table(
+            identifier=(
+                *Catalog.identifier_to_tuple(orm_table.table_namespace),
+                orm_table.table_name,
+            ),
+            metadata=metadata,
+            metadata_location=location,
+            io=self._load_file_io(metadata.properties, location),
+            catalog=self,
+        )
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        """Asks the database alone; pyiceberg's loads the table's metadata file too."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        query = (
+            select(IcebergTables.table_name)
+            .where(IcebergTables.catalog_name == self.name)
+            .where(IcebergTables.table_namespace == namespace)
+            .where(IcebergTables.table_name == Catalog.table_name_from(identifier))
+        )
+        with OrmSession(self.engine) as session:
+            return session.scalar(query) is not None
 
 
 def positional_deletes(io: FileIO, task: FileScanTask) -> list[pa.ChunkedArray]:

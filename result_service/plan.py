@@ -19,10 +19,11 @@ from functools import cached_property
 
 from cachetools import LRUCache
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import ManifestGroupPlanner, Table
 from pyiceberg.table.snapshots import Snapshot
+
+from lake_tables.pyiceberg_arrow import all_rows_match
 
 
 class RowLevelDeletesError(Exception):
@@ -73,7 +74,7 @@ def plan_scan(table: Table, snapshot: Snapshot, row_filter: BooleanExpression) -
     all_match = (
         (lambda _: True)
         if row_filter == AlwaysTrue()
-        else _StrictMetricsEvaluator(table.metadata.schema(), row_filter, case_sensitive=True).eval
+        else all_rows_match(table.metadata.schema(), row_filter)
     )
     return ScanPlan(
         snapshot_id=snapshot.snapshot_id,

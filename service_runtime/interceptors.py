@@ -1,46 +1,20 @@
-"""The server interceptor every service runs: one scope around each call.
-
-For each call it takes (or makes) the request id, verifies the caller's token,
-makes the identity and request id visible to the handler and to log lines,
-logs the call (the request redacted, at DEBUG), counts it in the metrics, and
-turns what the handler raised into a status: a ServiceError into its code and
-details, a request that cannot be decoded into INVALID_ARGUMENT (see undecodable),
-anything unexpected into INTERNAL with no internals in the message. A call the
-client ends (a cancelled stream) is logged as CANCELLED, at INFO like any other.
+"""The server interceptor every service runs: the call steps (service_runtime.call_steps:
+request ids, deadlines, metrics and logs, error mapping, authentication, decoding), each around
+the next, then the handler; and the helpers interceptors share to wrap a method's handler
+whatever its streaming kind.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import logging
-import re
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
 
-from service_runtime import auth, context, metrics, undecodable
-from service_runtime.errors import ServiceError
-from service_runtime.redaction import redacted_json
-
-log = logging.getLogger("service_runtime.rpc")
-
-REQUEST_ID_KEY = "x-request-id"
-_REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-#: Services callable without a token: health checks and reflection (grpcurl).
-PUBLIC_SERVICES = frozenset(
-    {
-        "grpc.health.v1.Health",
-        "grpc.reflection.v1.ServerReflection",
-        "grpc.reflection.v1alpha.ServerReflection",
-    }
-)
+from service_runtime import auth, undecodable
+from service_runtime.call_steps import CallScope, CallStep, ServicerContext, standard_steps
 
 Behavior = Callable[..., Any]
 #: What a server interceptor hands a call on to: the next interceptor, or the handler.
@@ -49,27 +23,16 @@ Continuation = Callable[
 ]
 
 
-class _CallScope:
-    """What one call carries from its start to its completion."""
-
-    def __init__(self, method: str, metadata: dict[str, str], streaming: str) -> None:
-        self.method = method
-        self.service, _, self.method_name = method.lstrip("/").rpartition("/")
-        self.grpc_type = streaming
-        supplied = metadata.get(REQUEST_ID_KEY, "")
-        self.request_id = supplied if _REQUEST_ID_PATTERN.match(supplied) else uuid.uuid4().hex
-        self.authorization = metadata.get(auth.AUTHORIZATION_KEY)
-        self.on_behalf = metadata.get(auth.ON_BEHALF_KEY)
-        self.code = grpc.StatusCode.OK
-        self.error: ServiceError | None = None
-        self.public = self.service in PUBLIC_SERVICES
-
-
 class ServerInterceptor(grpc.aio.ServerInterceptor):
-    """Authentication, request ids, logs, metrics and error mapping for every call."""
+    """Runs the call steps around every call (standard_steps unless given others)."""
 
-    def __init__(self, authenticator: auth.Authenticator) -> None:
-        self._authenticator = authenticator
+    def __init__(
+        self, authenticator: auth.Authenticator, steps: Sequence[CallStep] | None = None
+    ) -> None:
+        chosen = standard_steps(authenticator) if steps is None else steps
+        # Only the steps that do something there: a step costs each call it wraps.
+        self._arounds = tuple(s for s in chosen if type(s).around is not CallStep.around)
+        self._admits = tuple(s for s in chosen if type(s).admit is not CallStep.admit)
 
     async def intercept_service(
         self,
@@ -100,117 +63,54 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             behavior = _with_decoded_requests(behavior)
         if kind.endswith("_stream"):
 
-            async def streaming_behavior(
-                request: Any, call: grpc.aio.ServicerContext[Any, Any]
-            ) -> AsyncIterator[Any]:
-                scope = _CallScope(method, metadata, kind)
-                with self._serving(scope, call):
-                    if await self._admit(scope, request, call):
+            async def streaming_behavior(request: Any, call: ServicerContext) -> AsyncIterator[Any]:
+                scope = CallScope(method, metadata, kind)
+                with self._around(scope, call):
+                    if await self._admitted(scope, request, call):
                         result = behavior(request, call)
                         if inspect.isasyncgen(result):
                             async for response in result:
                                 yield response
                         elif inspect.isawaitable(result):
                             await result
-                await self._finish(scope, call)
+                await _finish(scope, call)
 
             return streaming_behavior
 
-        async def unary_behavior(request: Any, call: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            scope = _CallScope(method, metadata, kind)
+        async def unary_behavior(request: Any, call: ServicerContext) -> Any:
+            scope = CallScope(method, metadata, kind)
             response = None
-            with self._serving(scope, call):
-                if await self._admit(scope, request, call):
+            with self._around(scope, call):
+                if await self._admitted(scope, request, call):
                     response = behavior(request, call)
-                    if inspect.isawaitable(
-                        response
-                    ):  # generated base servicers are plain functions
+                    if inspect.isawaitable(response):  # generated base servicers are plain
                         response = await response
-            await self._finish(scope, call)
+            await _finish(scope, call)
             return response
 
         return unary_behavior
 
-    async def _admit(
-        self, scope: _CallScope, request: Any, call: grpc.aio.ServicerContext[Any, Any]
-    ) -> bool:
-        """Sends the request id back and verifies the caller; False if refused. Raises
-        INVALID_ARGUMENT for a request that could not be decoded."""
-        await call.send_initial_metadata(((REQUEST_ID_KEY, scope.request_id),))
-        if not scope.public:
-            try:
-                context.identity_var.set(
-                    self._authenticator.authenticate(scope.authorization, scope.on_behalf)
-                )
-            except auth.AuthenticationError as exc:
-                scope.error = ServiceError(
-                    grpc.StatusCode.UNAUTHENTICATED, str(exc), reason=exc.reason
-                )
+    @contextmanager
+    def _around(self, scope: CallScope, call: ServicerContext) -> Iterator[None]:
+        """Every step's `around`, the first outermost."""
+        with ExitStack() as stack:
+            for step in self._arounds:
+                stack.enter_context(step.around(scope, call))
+            yield
+
+    async def _admitted(self, scope: CallScope, request: Any, call: ServicerContext) -> bool:
+        """Every step's `admit` in turn, until one refuses."""
+        for step in self._admits:
+            if not await step.admit(scope, request, call):
                 return False
-        undecodable.refuse(request)
-        if log.isEnabledFor(logging.DEBUG) and isinstance(request, Message):
-            extra: dict[str, Any] = {"rpc": scope.method, "request": redacted_json(request)}
-            if (remaining := call.time_remaining()) is not None:
-                extra["timeout_ms"] = round(remaining * 1000)
-            log.debug("rpc started", extra=extra)
         return True
 
-    @contextmanager
-    def _serving(
-        self, scope: _CallScope, call: grpc.aio.ServicerContext[Any, Any]
-    ) -> Iterator[None]:
-        labels = (scope.grpc_type, scope.service, scope.method_name)
-        metrics.STARTED.labels(*labels).inc()
-        metrics.IN_FLIGHT.labels(scope.service).inc()
-        context.request_id_var.set(scope.request_id)
-        remaining = call.time_remaining()
-        context.deadline_var.set(None if remaining is None else time.monotonic() + remaining)
-        started = time.perf_counter()
-        try:
-            yield
-        except ServiceError as exc:
-            scope.error = exc
-        except grpc.aio.AbortError:
-            code = call.code()
-            scope.code = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
-            raise
-        except (asyncio.CancelledError, GeneratorExit):  # GeneratorExit: a stream closed early
-            scope.code = grpc.StatusCode.CANCELLED
-            raise
-        except NotImplementedError:
-            scope.error = ServiceError(
-                grpc.StatusCode.UNIMPLEMENTED,
-                f"{scope.method} is not implemented by this server yet",
-            )
-        except Exception:
-            log.exception("rpc failed unexpectedly", extra={"rpc": scope.method})
-            scope.error = ServiceError(
-                grpc.StatusCode.INTERNAL, f"internal error; request id {scope.request_id}"
-            )
-        finally:
-            if scope.error is not None:
-                scope.code = scope.error.code
-            elapsed = time.perf_counter() - started
-            metrics.IN_FLIGHT.labels(scope.service).dec()
-            metrics.HANDLED.labels(*labels, scope.code.name).inc()
-            metrics.HANDLING_SECONDS.labels(*labels).observe(elapsed)
-            level = logging.DEBUG if scope.public else logging.INFO
-            log.log(
-                level,
-                "rpc finished",
-                extra={
-                    "rpc": scope.method,
-                    "code": scope.code.name,
-                    "duration_ms": round(elapsed * 1000, 3),
-                },
-            )
 
-    @staticmethod
-    async def _finish(scope: _CallScope, call: grpc.aio.ServicerContext[Any, Any]) -> None:
-        """Ends the call with the error the scope caught, if any."""
-        if scope.error is not None:
-            status = scope.error.to_status()
-            await call.abort(status.code, status.details, status.trailing_metadata)
+async def _finish(scope: CallScope, call: ServicerContext) -> None:
+    """Ends the call with the error a step left on the scope, if any."""
+    if scope.error is not None:
+        status = scope.error.to_status()
+        await call.abort(status.code, status.details, status.trailing_metadata)
 
 
 def _with_decoded_requests(behavior: Behavior) -> Behavior:

@@ -17,7 +17,7 @@ import grpc
 
 from service_runtime import context, tracing
 from service_runtime.auth import ON_BEHALF_KEY, bearer
-from service_runtime.interceptors import REQUEST_ID_KEY
+from service_runtime.call_steps import REQUEST_ID_KEY
 from service_runtime.tls.mesh_client import MeshClientTls, mesh_channel
 
 T = TypeVar("T")

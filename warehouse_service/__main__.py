@@ -9,9 +9,9 @@ import os
 from functools import partial
 
 from catalog_map.platform import SqlWarehouse
+from service_runtime.call_steps import PUBLIC_SERVICES
 from service_runtime.endpoint_guard import EndpointGuard
 from service_runtime.http_server import HttpServer
-from service_runtime.interceptors import PUBLIC_SERVICES
 from service_runtime.internal_tokens import MESH_AUDIENCE, mesh_authenticator
 from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules

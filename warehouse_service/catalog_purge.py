@@ -9,10 +9,9 @@ dropped, as the catalog itself would refuse its delete (PROTECTED).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable
 
+from service_runtime.retry import RetryPolicy, retry_async
 from warehouse_service.catalog_client import CatalogClient, CatalogError
 
 Contents = dict[tuple[str, ...], list[str]]
@@ -41,17 +40,20 @@ async def empty(catalog: CatalogClient, name: str, listed: Contents) -> None:
 
 async def delete(catalog: CatalogClient, catalog_warehouse_id: str, wait_seconds: float) -> None:
     """Deletes the catalog's warehouse, waiting while the catalog still finishes drops."""
-    deadline = time.monotonic() + wait_seconds
-    delay = 0.5
-    while True:
-        try:
-            await _unless_gone(catalog.delete_warehouse(catalog_warehouse_id))
-            return
-        except CatalogError as exc:
-            if exc.status != 409 or exc.error_type == PROTECTED or time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+    await retry_async(
+        lambda: _unless_gone(catalog.delete_warehouse(catalog_warehouse_id)),
+        policy=RetryPolicy(
+            window_seconds=wait_seconds, first_wait_seconds=0.5, longest_wait_seconds=5.0
+        ),
+        transient=_still_dropping,
+        what="deleting the catalog's warehouse",
+    )
+
+
+def _still_dropping(error: BaseException) -> bool:
+    """The catalog refuses to delete a warehouse while it still drops its tables (409), not
+    one that is protected."""
+    return isinstance(error, CatalogError) and error.status == 409 and error.error_type != PROTECTED
 
 
 async def _open_prefix(catalog: CatalogClient, name: str, catalog_warehouse_id: str) -> str | None:

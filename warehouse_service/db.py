@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ import asyncpg
 import grpc
 
 from service_runtime.errors import ServiceError
+from service_runtime.retry import RetryPolicy, retry_async
 from warehouse_service.migrate import migrate
 
 log = logging.getLogger("warehouse_service.db")
@@ -84,16 +86,22 @@ class Database:
             timeout=5,
             ssl=self._ssl,
         )
-        while True:
-            try:
-                async with self._pool.acquire() as connection:
-                    await migrate(connection)
-                return
-            except DATABASE_DOWN as exc:
-                log.warning(
-                    "database not reachable yet; retrying", extra={"error": type(exc).__name__}
-                )
-                await asyncio.sleep(retry_seconds)
+        pool = self._pool
+
+        async def migrated() -> None:
+            async with pool.acquire() as connection:
+                await migrate(connection)
+
+        await retry_async(
+            migrated,
+            policy=RetryPolicy(
+                window_seconds=math.inf,
+                first_wait_seconds=retry_seconds,
+                longest_wait_seconds=retry_seconds,
+            ),
+            transient=lambda error: isinstance(error, DATABASE_DOWN),
+            what="reaching the database",
+        )
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -20,10 +20,10 @@ from typing import Any
 import grpc
 
 from service_runtime.auth import Authenticator
+from service_runtime.call_steps import PUBLIC_SERVICES
 from service_runtime.config import ConfigError, read_setting_file
 from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
-from service_runtime.interceptors import PUBLIC_SERVICES
 from service_runtime.server import ServiceBinding, ServiceProcess
 from service_runtime.tls.peers import CallCheck
 from texera.lake.internal.v1 import registry_service_pb2_grpc

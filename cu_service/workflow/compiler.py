@@ -21,8 +21,9 @@ from pyspark.accumulators import Accumulator
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, NullType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import DataType, NullType, StructField, StructType
 
+from cu_service import pyspark_private
 from cu_service.spark import arrow_schema
 from cu_service.workflow import graph
 from cu_service.workflow.file_roots import FileRoots, OutsideRoots, ResolvedFiles
@@ -98,7 +99,7 @@ def first_line(exc: BaseException) -> str:
 
 def spark_type(text: str) -> DataType:
     try:
-        return _parse_datatype_string(text)
+        return pyspark_private.parse_type(text)
     except PySparkException as exc:
         raise OperatorProblem(f"unknown type {text!r}: {first_line(exc)}") from exc
 

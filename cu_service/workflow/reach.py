@@ -25,6 +25,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from cu_service import pyspark_private
+
 _JVM = "calls into the JVM"
 _FILES = "reveals the paths of files"
 _USER = "reveals the host's user"
@@ -85,17 +87,15 @@ class Reach:
     """The checks, on one Spark session."""
 
     def __init__(self, session: SparkSession) -> None:
-        jvm = session._jvm
-        assert jvm is not None
-        self._jvm = jvm
+        self._jvm = pyspark_private.jvm(session)
         self._session = session
-        self._parser = session._jsparkSession.sessionState().sqlParser()
+        self._parser = pyspark_private.session_state(session).sqlParser()
 
     def seal_functions(self) -> None:
         """Removes the forbidden functions from Spark's built-in registries (which every
         later session copies) and from this session's own."""
         analysis = self._jvm.org.apache.spark.sql.catalyst.analysis
-        state = self._session._jsparkSession.sessionState()
+        state = pyspark_private.session_state(self._session)
         registries = (
             analysis.FunctionRegistry.builtin(),
             analysis.TableFunctionRegistry.builtin(),
@@ -126,7 +126,7 @@ class Reach:
         """Refuses a plan that reads anything but stand-ins, VALUES, one row or ranges, or
         that holds a forbidden function or plan node."""
         with _fail_closed():
-            self._check_plan(frame._jdf.queryExecution().analyzed())
+            self._check_plan(pyspark_private.analyzed_plan(frame))
 
     def _check_plan(self, plan: Any) -> None:
         for name, node in self._nodes(plan):

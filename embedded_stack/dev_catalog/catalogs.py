@@ -12,16 +12,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cachetools import LRUCache
-from pyiceberg.catalog import Catalog, MetastoreCatalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.io import FileIO
-from pyiceberg.serializers import ToOutputFile
-from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.typedef import Identifier
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import Engine
 
 from embedded_stack.dev_catalog.crypto import CredentialCipher
 from embedded_stack.dev_catalog.model import AccessKeyCredential
@@ -32,7 +24,7 @@ from embedded_stack.dev_catalog.storage import (
     sts_client,
 )
 from embedded_stack.dev_catalog.store import WarehouseRecord
-from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
+from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES, RememberingSqlCatalog
 from service_runtime.endpoint_guard import EndpointGuard
 
 if TYPE_CHECKING:
@@ -41,59 +33,6 @@ if TYPE_CHECKING:
 
 #: Metadata files a warehouse's catalog keeps in memory, the most recently written ones.
 REMEMBERED_METADATA_FILES = 256
-
-
-class _SharedEngineSqlCatalog(SqlCatalog):
-    """SqlCatalog on a given engine; the schema is created once by the store. It remembers
-    the metadata files it wrote: a metadata file never changes once written (each has a name
-    of its own), so loading a table, which every commit does first, takes the newest one from
-    memory instead of reading and parsing it from storage again."""
-
-    def __init__(self, name: str, engine: Engine, **properties: str) -> None:
-        MetastoreCatalog.__init__(self, name, **properties)
-        self.engine = engine
-        self._schema_version = "v1"
-        self._written: LRUCache[str, TableMetadata] = LRUCache(REMEMBERED_METADATA_FILES)
-        self._written_lock = threading.Lock()
-
-    def _write_metadata(  # type: ignore[override]  # pyiceberg's is a staticmethod
-        self, metadata: TableMetadata, io: FileIO, metadata_path: str
-    ) -> None:
-        """Writes without asking first whether the file exists: pyiceberg names every metadata
-        file anew (a version and a UUID), and on S3 the question is a HEAD and, for a file
-        that is not there, a LIST of the table's folder."""
-        ToOutputFile.table_metadata(metadata, io.new_output(metadata_path), overwrite=True)
-        with self._written_lock:
-            self._written[metadata_path] = metadata
-
-    def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
-        location = orm_table.metadata_location
-        with self._written_lock:
-            metadata = self._written.get(location) if location else None
-        if metadata is None or location is None:
-            return super()._convert_orm_to_iceberg(orm_table)
-        return Table(
-            identifier=(
-                *Catalog.identifier_to_tuple(orm_table.table_namespace),
-                orm_table.table_name,
-            ),
-            metadata=metadata,
-            metadata_location=location,
-            io=self._load_file_io(metadata.properties, location),
-            catalog=self,
-        )
-
-    def table_exists(self, identifier: str | Identifier) -> bool:
-        """Asks the database alone; pyiceberg's loads the table's metadata file too."""
-        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
-        query = (
-            select(IcebergTables.table_name)
-            .where(IcebergTables.catalog_name == self.name)
-            .where(IcebergTables.table_namespace == namespace)
-            .where(IcebergTables.table_name == Catalog.table_name_from(identifier))
-        )
-        with Session(self.engine) as session:
-            return session.scalar(query) is not None
 
 
 def _file_io_properties(
@@ -148,7 +87,9 @@ class WarehouseCatalogs:
             if catalog is None:
                 self._forget(record.id)
                 properties = _file_io_properties(record, self.credential(record), endpoint)
-                catalog = _SharedEngineSqlCatalog(record.id, self._engine, **properties)
+                catalog = RememberingSqlCatalog(
+                    record.id, self._engine, REMEMBERED_METADATA_FILES, **properties
+                )
                 self._catalogs[key] = catalog
             return catalog
 

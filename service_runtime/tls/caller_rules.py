@@ -26,10 +26,10 @@ from typing import Any
 import grpc
 
 from service_runtime.auth import Identity
+from service_runtime.call_steps import PUBLIC_SERVICES
 from service_runtime.config import ServerSettings
 from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
-from service_runtime.interceptors import PUBLIC_SERVICES
 from service_runtime.tls.identity import (
     GATEWAY,
     RESULT_SERVICE,

@@ -11,15 +11,19 @@ import pytest
 from pyiceberg.io.pyarrow import PyArrowFile
 from sqlalchemy import create_engine
 
-from embedded_stack.dev_catalog.catalogs import _SharedEngineSqlCatalog
+from embedded_stack.dev_catalog.catalogs import REMEMBERED_METADATA_FILES
+from lake_tables.pyiceberg_arrow import RememberingSqlCatalog
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> _SharedEngineSqlCatalog:
-    made = _SharedEngineSqlCatalog(
-        "w1", create_engine(f"sqlite:///{tmp_path}/catalog.db"), warehouse=f"file://{tmp_path}"
+def catalog(tmp_path: Path) -> RememberingSqlCatalog:
+    made = RememberingSqlCatalog(
+        "w1",
+        create_engine(f"sqlite:///{tmp_path}/catalog.db"),
+        REMEMBERED_METADATA_FILES,
+        warehouse=f"file://{tmp_path}",
     )
     made.create_tables()
     made.create_namespace("results")
@@ -27,7 +31,7 @@ def catalog(tmp_path: Path) -> _SharedEngineSqlCatalog:
 
 
 def test_metadata_files_are_written_without_asking_whether_they_exist(
-    catalog: _SharedEngineSqlCatalog, monkeypatch: pytest.MonkeyPatch
+    catalog: RememberingSqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
     exists = PyArrowFile.exists
@@ -44,7 +48,7 @@ def test_metadata_files_are_written_without_asking_whether_they_exist(
 
 
 def test_whether_a_table_exists_is_asked_of_the_database(
-    catalog: _SharedEngineSqlCatalog, monkeypatch: pytest.MonkeyPatch
+    catalog: RememberingSqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog.create_table(("results", "t"), schema=ROWS.schema)
 
@@ -58,7 +62,7 @@ def test_whether_a_table_exists_is_asked_of_the_database(
 
 
 def test_the_metadata_files_it_wrote_are_loaded_from_memory(
-    catalog: _SharedEngineSqlCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    catalog: RememberingSqlCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loading and committing read no metadata file the catalog wrote; the tables are the
     same as read from storage, where another catalog on the same database reads them."""
@@ -74,7 +78,9 @@ def test_the_metadata_files_it_wrote_are_loaded_from_memory(
     table.append(ROWS)
     loaded = catalog.load_table(("results", "t"))
     assert [name for name in read if name.endswith(".metadata.json")] == []
-    other = _SharedEngineSqlCatalog("w1", catalog.engine, warehouse=f"file://{tmp_path}")
+    other = RememberingSqlCatalog(
+        "w1", catalog.engine, REMEMBERED_METADATA_FILES, warehouse=f"file://{tmp_path}"
+    )
     from_storage = other.load_table(("results", "t"))
     assert [name for name in read if name.endswith(".metadata.json")] == [loaded.metadata_location]
     assert from_storage.metadata == loaded.metadata

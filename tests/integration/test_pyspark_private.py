@@ -1,0 +1,56 @@
+"""What the computing unit takes from PySpark's private API (cu_service.pyspark_private), pinned
+on a real SparkSession: when PySpark moves, these say whether the adapter still holds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from pyspark import __version__ as pyspark_version
+from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
+
+from cu_service import pyspark_private
+from tests.integration.compile import local_spark
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+def test_the_adapter_was_checked_against_the_installed_pyspark() -> None:
+    """When this fails, PySpark moved: run this module, then move the pin."""
+    assert pyspark_version == pyspark_private.PYSPARK_VERSION
+
+
+def test_ddl_types_parse(spark: SparkSession) -> None:
+    assert pyspark_private.parse_type("array<int>") == ArrayType(IntegerType())
+    assert pyspark_private.parse_type("a int, b string") == StructType(
+        [StructField("a", IntegerType()), StructField("b", StringType())]
+    )
+
+
+def test_a_dataframe_shows_its_analyzed_plan(spark: SparkSession) -> None:
+    frame = spark.range(3).selectExpr("id + 1 AS next")
+    plan = pyspark_private.analyzed_plan(frame)
+    nodes = json.loads(plan.toJSON())
+    assert nodes[0]["class"] == "org.apache.spark.sql.catalyst.plans.logical.Project"
+
+
+def test_the_session_shows_its_jvm_and_state(spark: SparkSession) -> None:
+    jvm = pyspark_private.jvm(spark)
+    assert jvm.scala.Option.apply("x").isDefined()
+    state = pyspark_private.session_state(spark)
+    parsed = state.sqlParser().parseExpression("1 + 1")
+    assert "Add" in parsed.getClass().getName()
+    option = jvm.scala.Option.apply
+    abs_function = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier(
+        "abs", option("builtin"), option("system")
+    )
+    assert state.functionRegistry().functionExists(abs_function)
