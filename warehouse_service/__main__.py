@@ -34,6 +34,7 @@ from warehouse_service.gatekeeper.tokens import GatekeeperTokens
 from warehouse_service.leases import LeaseSweep
 from warehouse_service.ledger import LedgerServicer
 from warehouse_service.maintenance import TableMaintenance
+from warehouse_service.mode_rules import rules_for
 from warehouse_service.queue_worker import QueueWorker
 from warehouse_service.reader_grants import grant_existing
 from warehouse_service.retention import RetentionLoop, RetentionServicer
@@ -51,6 +52,7 @@ from warehouse_service.work_queue import Queue
 
 def build() -> ServiceProcess:
     settings = WarehouseServiceSettings.from_env()
+    rules = rules_for(settings.mode)  # the one place the catalog mode is decided
     db = Database(
         settings.database_url,
         settings.database_pool_size,
@@ -102,7 +104,7 @@ def build() -> ServiceProcess:
         settings.page_token_key,
         delete_wait_seconds=settings.delete_wait_seconds,
         endpoint_guard=guard,
-        mode=settings.mode,
+        rules=rules,
     )
     background: list[asyncio.Task[None]] = []
     gatekeeper_tokens = GatekeeperTokens(settings.signing_key, settings.gatekeeper_token_seconds)
@@ -111,10 +113,7 @@ def build() -> ServiceProcess:
     async def start() -> None:
         await catalog.open()
         await db.open()
-        if settings.mode is CatalogMode.GLOBAL_SQL:
-            await platform_warehouse.prepare_sql_catalog(settings)
-        if settings.mode.is_global:
-            await warehouses.create_platform(platform_warehouse.create_request(settings))
+        await prepare_platform(settings, warehouses)
         leases = LeaseSweep(
             db,
             interval_seconds=settings.heartbeat_interval_seconds,
@@ -156,9 +155,9 @@ def build() -> ServiceProcess:
         unit_credentials=credentials,
         unit_certificates=certificates,
         execution_catalogs=ExecutionCatalogs(
-            db, gatekeeper_tokens, settings.gatekeeper_address(), settings.mode
+            db, gatekeeper_tokens, settings.gatekeeper_address(), rules
         ),
-        mode=settings.mode,
+        rules=rules,
     )
     authenticator = mesh_authenticator(
         settings, MESH_AUDIENCE, with_units=True, with_executions=True
@@ -172,8 +171,8 @@ def build() -> ServiceProcess:
             ServiceBinding.of(ledger),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
             # Only DeleteExecution: the base class answers UNIMPLEMENTED for the units' methods.
-            ServiceBinding.of(ExecutionDeletionServicer(db, settings.mode)),  # type: ignore[abstract]
-            ServiceBinding.of(RetentionServicer(db, settings.mode)),
+            ServiceBinding.of(ExecutionDeletionServicer(db, rules)),  # type: ignore[abstract]
+            ServiceBinding.of(RetentionServicer(db, rules)),
         ],
         on_start=start,
         on_stop=stop,
@@ -183,6 +182,16 @@ def build() -> ServiceProcess:
         ],
         companions=unit_port(settings, ledger, authenticator, launches),
     )
+
+
+async def prepare_platform(
+    settings: WarehouseServiceSettings, warehouses: WarehouseServicer
+) -> None:
+    """A global mode's platform warehouse, made or found (and its SQL catalog's tables)."""
+    if settings.mode is CatalogMode.GLOBAL_SQL:
+        await platform_warehouse.prepare_sql_catalog(settings)
+    if settings.mode.is_global:
+        await warehouses.create_platform(platform_warehouse.create_request(settings))
 
 
 def endpoint_guard(settings: WarehouseServiceSettings) -> EndpointGuard:

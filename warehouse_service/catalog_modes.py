@@ -1,12 +1,6 @@
-"""The mesh's catalog mode, and what each mode allows users.
-
-- `per-user` (the default): users register warehouses on their own buckets, share them,
-  and read the executions of warehouses they hold a role on (see permissions).
-- `global-rest` and `global-sql`: one platform warehouse that the registry makes at start
-  (see platform_warehouse); every user writes into it, nobody manages it through the API,
-  and each user reads only the executions it submitted: with one warehouse for everyone,
-  a role on the warehouse would be a role on everyone's results.
-"""
+"""The mesh's catalog mode, a setting (TEXERA_LAKE_CATALOG_MODE): per-user warehouses, or one
+platform warehouse in the REST catalog or in the SQL catalog. What each mode allows is
+warehouse_service.mode_rules'."""
 
 from __future__ import annotations
 

@@ -19,18 +19,18 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, failed_precondition, not_found
 from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import execution_service_pb2, execution_service_pb2_grpc
-from warehouse_service import platform_warehouse, records, retention_store
-from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service import records, retention_store
 from warehouse_service.db import Connection, Database, present
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role, require
 
 log = logging.getLogger("warehouse_service.execution_deletion")
 
 
 class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServicer):
-    def __init__(self, db: Database, mode: CatalogMode) -> None:
+    def __init__(self, db: Database, rules: ModeRules) -> None:
         self._db = db
-        self._mode = mode
+        self._rules = rules
 
     async def DeleteExecution(
         self, request: execution_service_pb2.DeleteExecutionRequest, context: Any
@@ -43,8 +43,8 @@ class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServi
             row = await retention_store.execution_for_update(connection, request.execution_id)
             if row is None:
                 raise not_found(Resource.EXECUTION, request.execution_id)
-            role = await platform_warehouse.role_on_execution(
-                connection, self._mode, row["warehouse_id"], row["owner_user_id"], user
+            role = await self._rules.role_on_execution(
+                connection, row["warehouse_id"], row["owner_user_id"], user
             )
             if role is Role.NONE:
                 raise not_found(Resource.EXECUTION, request.execution_id)

@@ -48,11 +48,11 @@ from texera.lake.internal.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
 )
-from warehouse_service import execution_tokens, memberships, platform_warehouse, records
+from warehouse_service import execution_tokens, records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection, Database, present
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role
 from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
@@ -83,7 +83,7 @@ def _already_bound(execution_id: str) -> ServiceError:
 
 
 async def _execution_readable(
-    connection: Connection, identity: Identity, row: asyncpg.Record, mode: CatalogMode
+    connection: Connection, identity: Identity, row: asyncpg.Record, rules: ModeRules
 ) -> bool:
     """Whether the caller may see an execution: the gateway sees all, users those of
     warehouses they hold READER or more on (in a global mode: those they submitted), a
@@ -94,9 +94,9 @@ async def _execution_readable(
         return bool(row["computing_unit_id"] == identity.user_id)
     if not identity.is_user:
         return False
-    if mode.is_global:
-        return bool(row["owner_user_id"] == identity.user_id)
-    role = await memberships.role_on(connection, row["warehouse_id"], identity.user_id)
+    role = await rules.role_on_execution(
+        connection, row["warehouse_id"], row["owner_user_id"], identity.user_id
+    )
     return role >= Role.READER
 
 
@@ -130,14 +130,14 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         unit_credentials: UnitCredentials,
         unit_certificates: UnitCertificates | None = None,
         execution_catalogs: ExecutionCatalogs,
-        mode: CatalogMode = CatalogMode.PER_USER,
+        rules: ModeRules | None = None,
     ) -> None:
         self._db = db
         self._execution_catalogs = execution_catalogs
         self._unit_certificates = unit_certificates
         self._tokens = tokens
         self._unit_credentials = unit_credentials
-        self._mode = mode
+        self._rules = rules or ModeRules()
         self._catalog = catalog
         self._supervisor = supervisor
         self._catalog_uri = catalog_uri
@@ -152,10 +152,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         for it alone; for a computing unit, without a token (its executions reach the catalog
         through the gatekeeper, see OpenExecutionCatalog); global-sql: the SQL catalog, which
         takes no token."""
-        if self._mode is CatalogMode.GLOBAL_SQL:
-            return records.binding(
-                row, "", "", None, backend=registry_service_pb2.CATALOG_BACKEND_SQL
-            )
+        if (sql := self._rules.sql_binding(row)) is not None:
+            return sql
         identity = current_identity()
         if identity.is_unit or identity.via is not None:
             return records.binding(row, "", "", None)
@@ -218,8 +216,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
             if usable is None or usable["state"] not in USABLE_STATES:
                 raise not_found(Resource.COMPUTING_UNIT, request.computing_unit_id)
-            warehouse, _ = await platform_warehouse.warehouse_as(
-                connection, self._mode, request.warehouse_id, owner, Role.WRITER, lock=True
+            warehouse, _ = await self._rules.warehouse_as(
+                connection, request.warehouse_id, owner, Role.WRITER, lock=True
             )
             if warehouse["state"] != "ACTIVE":
                 raise failed_precondition(
@@ -423,7 +421,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             row = await connection.fetchrow(
                 "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
             )
-            if row is None or not await _execution_readable(connection, identity, row, self._mode):
+            if row is None or not await _execution_readable(connection, identity, row, self._rules):
                 raise not_found(Resource.EXECUTION, request.execution_id)
             warehouse = present(
                 await connection.fetchrow(
@@ -444,7 +442,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         identity = current_identity()
         violations = FieldViolations()
         # In a global mode a user's empty id names the platform warehouse.
-        if request.warehouse_id or not (self._mode.is_global and identity.is_user):
+        if request.warehouse_id or not (self._rules.platform_by_default and identity.is_user):
             check_uuid(violations, request.warehouse_id, "warehouse_id")
         violations.raise_if_any()
         async with self._db.connection() as connection:
@@ -467,8 +465,8 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         none (its executions renew their catalog access through OpenExecutionCatalog)."""
         if identity.is_user:
             needed = Role.WRITER if identity.via is not None else Role.READER
-            shared, _ = await platform_warehouse.warehouse_as(
-                connection, self._mode, warehouse_id, identity.user_id, needed
+            shared, _ = await self._rules.warehouse_as(
+                connection, warehouse_id, identity.user_id, needed
             )
             return shared
         row = await connection.fetchrow(
@@ -531,7 +529,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
                 before[0],
                 before[1],
                 limit + 1,
-                self._mode.is_global,
+                self._rules.submitter_only,
             )
             page = rows[:limit]
             executions = [

@@ -15,16 +15,11 @@ import logging
 import uuid
 
 import asyncpg
-import grpc
 from pyiceberg.catalog.sql import SqlCatalog
 
 from catalog_map.platform import PlatformWarehouseSettings
-from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
-from warehouse_service import memberships
-from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Connection
-from warehouse_service.permissions import Role
 
 log = logging.getLogger("warehouse_service.platform_warehouse")
 
@@ -85,55 +80,9 @@ async def prepare_sql_catalog(settings: PlatformWarehouseSettings) -> None:
     log.info("SQL catalog ready", extra={"warehouse": warehouse.warehouse_location})
 
 
-async def warehouse_as(
-    connection: Connection,
-    mode: CatalogMode,
-    warehouse_id: str,
-    user_id: str,
-    needed: Role,
-    *,
-    lock: bool = False,
-) -> tuple[asyncpg.Record, Role]:
-    """The warehouse and user_id's role on it, if that allows `needed` (else NOT_FOUND or
-    PERMISSION_DENIED, see permissions). In a global mode only the platform warehouse exists
-    for users (an empty id names it) and everyone is its WRITER; per-user, the grants decide."""
-    if not mode.is_global:
-        return await memberships.warehouse_as(connection, warehouse_id, user_id, needed, lock=lock)
-    platform = PLATFORM_WAREHOUSE_ID
-    row = None
-    if not warehouse_id or uuid.UUID(warehouse_id) == platform:
-        row = await connection.fetchrow(_LOCKED if lock else _UNLOCKED, platform)
-    if row is None or needed > Role.WRITER:
-        raise not_found(Resource.WAREHOUSE, warehouse_id or str(platform))
-    return row, Role.WRITER
-
-
-async def role_on_execution(
-    connection: Connection,
-    mode: CatalogMode,
-    warehouse_id: uuid.UUID,
-    submitter: str,
-    user_id: str,
-) -> Role:
-    """user_id's role on an execution of warehouse_id that submitter submitted. In a global mode
-    only its submitter has one (WRITER, as everyone on the platform warehouse); per-user, the
-    role on its warehouse."""
-    if mode.is_global:
-        return Role.WRITER if submitter == user_id else Role.NONE
-    return await memberships.role_on(connection, warehouse_id, user_id)
-
-
-#: ErrorInfo reason of a warehouse management call that the global modes do not have.
-CATALOG_MODE_GLOBAL = "CATALOG_MODE_GLOBAL"
-
-
-def refuse_in_global(mode: CatalogMode, method: str) -> None:
-    """FAILED_PRECONDITION with reason CATALOG_MODE_GLOBAL when a global mode has no `method`."""
-    if mode.is_global:
-        raise ServiceError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{method} is not available: the mesh runs in catalog mode {mode.value}, where "
-            "every execution goes to the one platform warehouse",
-            reason=CATALOG_MODE_GLOBAL,
-            metadata={"catalog_mode": mode.value, "method": method},
-        )
+async def platform_row(connection: Connection, *, lock: bool = False) -> asyncpg.Record | None:
+    """The platform warehouse's row (locked FOR SHARE with lock); None before it is made."""
+    row: asyncpg.Record | None = await connection.fetchrow(
+        _LOCKED if lock else _UNLOCKED, PLATFORM_WAREHOUSE_ID
+    )
+    return row

@@ -14,10 +14,9 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from texera.lake.v1 import retention_service_pb2, retention_service_pb2_grpc
 from warehouse_service import memberships, retention_store
-from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role
-from warehouse_service.platform_warehouse import refuse_in_global
 from warehouse_service.validation import check_uuid
 
 log = logging.getLogger("warehouse_service.retention")
@@ -67,14 +66,14 @@ def check_policy(request: rs.UpdateRetentionPolicyRequest) -> list[str]:
 
 
 class RetentionServicer(retention_service_pb2_grpc.RetentionServiceServicer):
-    def __init__(self, db: Database, mode: CatalogMode) -> None:
+    def __init__(self, db: Database, rules: ModeRules) -> None:
         self._db = db
-        self._mode = mode
+        self._rules = rules
 
     async def GetRetentionPolicy(
         self, request: rs.GetRetentionPolicyRequest, context: Any
     ) -> rs.GetRetentionPolicyResponse:
-        refuse_in_global(self._mode, "GetRetentionPolicy")
+        self._rules.refuse("GetRetentionPolicy")
         user = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -87,7 +86,7 @@ class RetentionServicer(retention_service_pb2_grpc.RetentionServiceServicer):
     async def UpdateRetentionPolicy(
         self, request: rs.UpdateRetentionPolicyRequest, context: Any
     ) -> rs.UpdateRetentionPolicyResponse:
-        refuse_in_global(self._mode, "UpdateRetentionPolicy")
+        self._rules.refuse("UpdateRetentionPolicy")
         user = require_user().user_id
         paths = check_policy(request)
         warehouse_id = request.policy.warehouse_id

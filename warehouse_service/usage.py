@@ -12,9 +12,9 @@ from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, not_found
 from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import usage_pb2
-from warehouse_service import memberships, platform_warehouse, records, usage_repository
-from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service import memberships, records, usage_repository
 from warehouse_service.db import Database
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role
 from warehouse_service.validation import check_uuid
 
@@ -53,7 +53,7 @@ async def warehouse_usage(db: Database, warehouse_id: str) -> usage_pb2.Warehous
 
 
 async def execution_usage(
-    db: Database, mode: CatalogMode, execution_id: str
+    db: Database, rules: ModeRules, execution_id: str
 ) -> usage_pb2.ExecutionUsage:
     """The figures of an execution in a warehouse the calling user holds READER or more on;
     pending while the execution has not ended."""
@@ -65,9 +65,8 @@ async def execution_usage(
         if (
             execution is None
             or execution["warehouse_state"] in _UNREADABLE
-            or await platform_warehouse.role_on_execution(
+            or await rules.role_on_execution(
                 connection,
-                mode,
                 execution["warehouse_id"],
                 execution["owner_user_id"],
                 require_user().user_id,

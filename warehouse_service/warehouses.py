@@ -53,10 +53,9 @@ from warehouse_service import (
     usage_repository,
 )
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.db import Database, present
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import GRANTABLE, Role, role_of
-from warehouse_service.platform_warehouse import refuse_in_global
 from warehouse_service.validation import (
     check_credentials,
     check_display_name,
@@ -234,10 +233,10 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         *,
         delete_wait_seconds: float = 60.0,
         endpoint_guard: EndpointGuard | None = None,
-        mode: CatalogMode = CatalogMode.PER_USER,
+        rules: ModeRules | None = None,
     ) -> None:
         self._db = db
-        self._mode = mode
+        self._rules = rules or ModeRules()
         self._guard = endpoint_guard or EndpointGuard()
         self._catalog = catalog
         self._tokens = PageTokens(page_token_key, "warehouses")
@@ -249,13 +248,11 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     ) -> tuple[asyncpg.Record, Role]:
         """The warehouse and the user's role on it, if that allows `needed`."""
         violations = FieldViolations()
-        if warehouse_id or not self._mode.is_global:  # global: no id names the platform's
+        if warehouse_id or not self._rules.platform_by_default:
             check_uuid(violations, warehouse_id, "warehouse_id")
         violations.raise_if_any()
         async with self._db.connection() as connection:
-            return await platform_warehouse.warehouse_as(
-                connection, self._mode, warehouse_id, user, needed
-            )
+            return await self._rules.warehouse_as(connection, warehouse_id, user, needed)
 
     async def _owned(self, owner: str, warehouse_id: str) -> asyncpg.Record:
         row, _ = await self._as_user(owner, warehouse_id, Role.OWNER)
@@ -265,7 +262,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self, request: warehouse_service_pb2.CreateWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.CreateWarehouseResponse:
         owner = require_user().user_id
-        refuse_in_global(self._mode, "CreateWarehouse")
+        self._rules.refuse("CreateWarehouse")
         violations = FieldViolations()
         check_display_name(violations, request.warehouse.display_name, "warehouse.display_name")
         if request.warehouse.HasField("storage"):
@@ -290,7 +287,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 PLATFORM_OWNER,
                 request,
                 str(platform_warehouse.PLATFORM_WAREHOUSE_ID),
-                in_catalog=self._mode is CatalogMode.GLOBAL_REST,
+                in_catalog=self._rules.platform_in_rest_catalog,
             )
         except ServiceError as exc:
             if not any(v.field == "request_id" for v in exc.violations):
@@ -468,7 +465,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             )
         violations.raise_if_any()
         states = sorted(_state_names(request.states) or ["ACTIVE", "ARCHIVED", "DELETING"])
-        if self._mode.is_global:  # the platform warehouse is the only one
+        if self._rules.platform_by_default:  # the platform warehouse is the only one
             row, role = await self._as_user(caller, "", Role.WRITER)
             shown = [records.warehouse(row, role)] if row["state"] in states else []
             return warehouse_service_pb2.ListWarehousesResponse(warehouses=shown)
@@ -500,7 +497,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def RotateWarehouseCredentials(
         self, request: warehouse_service_pb2.RotateWarehouseCredentialsRequest, context: Any
     ) -> warehouse_service_pb2.RotateWarehouseCredentialsResponse:
-        refuse_in_global(self._mode, "RotateWarehouseCredentials")
+        self._rules.refuse("RotateWarehouseCredentials")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -599,7 +596,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         """New executions are refused; running ones finish, and every result stays readable.
         The catalog's warehouse stays active: Lakekeeper answers no client call on an inactive
         warehouse, reads included."""
-        refuse_in_global(self._mode, "ArchiveWarehouse")
+        self._rules.refuse("ArchiveWarehouse")
         row = await self._move(request.warehouse_id, "ACTIVE", "ARCHIVED")
         return warehouse_service_pb2.ArchiveWarehouseResponse(
             warehouse=records.warehouse(row, Role.OWNER)
@@ -608,7 +605,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def RestoreWarehouse(
         self, request: warehouse_service_pb2.RestoreWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.RestoreWarehouseResponse:
-        refuse_in_global(self._mode, "RestoreWarehouse")
+        self._rules.refuse("RestoreWarehouse")
         row = await self._move(request.warehouse_id, "ARCHIVED", "ACTIVE")
         return warehouse_service_pb2.RestoreWarehouseResponse(
             warehouse=records.warehouse(row, Role.OWNER)
@@ -617,7 +614,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def DeleteWarehouse(
         self, request: warehouse_service_pb2.DeleteWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.DeleteWarehouseResponse:
-        refuse_in_global(self._mode, "DeleteWarehouse")
+        self._rules.refuse("DeleteWarehouse")
         owner = require_user().user_id
         try:
             row = await self._owned(owner, request.warehouse_id)
@@ -713,7 +710,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def ShareWarehouse(
         self, request: warehouse_service_pb2.ShareWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.ShareWarehouseResponse:
-        refuse_in_global(self._mode, "ShareWarehouse")
+        self._rules.refuse("ShareWarehouse")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -747,7 +744,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def UnshareWarehouse(
         self, request: warehouse_service_pb2.UnshareWarehouseRequest, context: Any
     ) -> warehouse_service_pb2.UnshareWarehouseResponse:
-        refuse_in_global(self._mode, "UnshareWarehouse")
+        self._rules.refuse("UnshareWarehouse")
         owner = require_user().user_id
         violations = FieldViolations()
         check_uuid(violations, request.warehouse_id, "warehouse_id")
@@ -765,7 +762,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def ListWarehouseMembers(
         self, request: warehouse_service_pb2.ListWarehouseMembersRequest, context: Any
     ) -> warehouse_service_pb2.ListWarehouseMembersResponse:
-        refuse_in_global(self._mode, "ListWarehouseMembers")
+        self._rules.refuse("ListWarehouseMembers")
         owner = require_user().user_id
         limit = page_size(request.page_size, default=50, maximum=500)
         row = await self._owned(owner, request.warehouse_id)
@@ -788,7 +785,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
     async def GetWarehouseUsage(
         self, request: usage_pb2.GetWarehouseUsageRequest, context: Any
     ) -> usage_pb2.GetWarehouseUsageResponse:
-        refuse_in_global(self._mode, "GetWarehouseUsage")
+        self._rules.refuse("GetWarehouseUsage")
         return usage_pb2.GetWarehouseUsageResponse(
             warehouse_usage=await usage.warehouse_usage(self._db, request.warehouse_id)
         )
@@ -797,5 +794,5 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self, request: usage_pb2.GetExecutionUsageRequest, context: Any
     ) -> usage_pb2.GetExecutionUsageResponse:
         return usage_pb2.GetExecutionUsageResponse(
-            execution_usage=await usage.execution_usage(self._db, self._mode, request.execution_id)
+            execution_usage=await usage.execution_usage(self._db, self._rules, request.execution_id)
         )

@@ -40,7 +40,8 @@ from texera.lake.v1 import (
     workflow_pb2,
 )
 from warehouse_service.catalog_modes import CatalogMode
-from warehouse_service.platform_warehouse import CATALOG_MODE_GLOBAL, PLATFORM_WAREHOUSE_ID
+from warehouse_service.mode_rules import CATALOG_MODE_GLOBAL
+from warehouse_service.platform_warehouse import PLATFORM_WAREHOUSE_ID
 
 pytestmark = pytest.mark.integration
 

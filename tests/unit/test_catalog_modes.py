@@ -13,11 +13,8 @@ from service_runtime.errors import ServiceError
 from texera.lake.v1 import execution_service_pb2, workflow_pb2
 from unit_launcher.unit_settings import ComputingUnitSettings
 from warehouse_service.catalog_modes import CatalogMode
-from warehouse_service.platform_warehouse import (
-    CATALOG_MODE_GLOBAL,
-    create_request,
-    refuse_in_global,
-)
+from warehouse_service.mode_rules import CATALOG_MODE_GLOBAL, rules_for
+from warehouse_service.platform_warehouse import create_request
 from warehouse_service.settings import WarehouseServiceSettings
 
 PLATFORM = {
@@ -64,10 +61,10 @@ def test_the_per_user_mode_needs_no_platform() -> None:
 
 
 def test_global_modes_refuse_with_failed_precondition_and_a_reason() -> None:
-    refuse_in_global(CatalogMode.PER_USER, "CreateWarehouse")  # nothing to refuse
+    rules_for(CatalogMode.PER_USER).refuse("CreateWarehouse")  # nothing to refuse
     for mode in (CatalogMode.GLOBAL_REST, CatalogMode.GLOBAL_SQL):
         with pytest.raises(ServiceError) as raised:
-            refuse_in_global(mode, "CreateWarehouse")
+            rules_for(mode).refuse("CreateWarehouse")
         error = raised.value
         assert error.code == grpc.StatusCode.FAILED_PRECONDITION
         assert error.reason == CATALOG_MODE_GLOBAL

@@ -10,11 +10,11 @@ from service_runtime.auth import Identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from service_runtime.identifiers import check_identifier
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service import platform_warehouse, records
-from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service import records
 from warehouse_service.db import Database
 from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens, TableName
+from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role
 from warehouse_service.validation import check_uuid
 
@@ -61,13 +61,13 @@ class ExecutionCatalogs:
         db: Database,
         tokens: GatekeeperTokens | None,
         gatekeeper_uri: str,
-        mode: CatalogMode,
+        rules: ModeRules,
     ) -> None:
         self._db = db
         self._store = GatekeeperStore(db)
         self._tokens = tokens
         self._uri = gatekeeper_uri
-        self._mode = mode
+        self._rules = rules
 
     async def open(
         self, identity: Identity, request: rs.OpenExecutionCatalogRequest
@@ -87,8 +87,8 @@ class ExecutionCatalogs:
             raise failed_precondition(
                 f"warehouse {request.warehouse_id} is being deleted", reason="WAREHOUSE_DELETING"
             )
-        if self._mode is CatalogMode.GLOBAL_SQL:
-            return records.binding(warehouse, "", "", None, backend=rs.CATALOG_BACKEND_SQL)
+        if (sql := self._rules.sql_binding(warehouse)) is not None:
+            return sql
         assert self._tokens is not None, "the gatekeeper serves every REST catalog mode"
         grant = ExecutionGrant(
             request.execution_id, request.warehouse_id, unit.user_id, owner, frozenset(sources)
@@ -117,13 +117,13 @@ class ExecutionCatalogs:
         execution (if bound already) the user's on this unit, and in a global mode every
         source a result of the user's own executions."""
         async with self._db.connection() as connection:
-            warehouse, _ = await platform_warehouse.warehouse_as(
-                connection, self._mode, request.warehouse_id, user.user_id, Role.WRITER
+            warehouse, _ = await self._rules.warehouse_as(
+                connection, request.warehouse_id, user.user_id, Role.WRITER
             )
         bound = await self._store.execution(request.execution_id)
         if bound is not None:
             self._check_bound(bound, request, user.user_id)
-        if self._mode.is_global and sources:
+        if self._rules.submitter_only and sources:
             readable = await self._store.results_of(user.user_id, request.warehouse_id, sources)
             for index, table in enumerate(sources):
                 if table not in readable:
