@@ -36,7 +36,7 @@ class RegistryReader:
     ) -> None:
         self._timeout = timeout_seconds
         self._channel = service_channel(target, credential=credential, tls=tls)
-        self._stub = registry_service_pb2_grpc.RegistryServiceStub(self._channel)
+        self._stub = registry_service_pb2_grpc.ExecutionLedgerServiceStub(self._channel)
 
     @property
     def channel(self) -> grpc.aio.Channel:

@@ -2,7 +2,7 @@
 
 Tasks run in the same Python workers as users' functions, so whatever they hold, users' code
 can find. They hold no catalog token: the driver asks the registry for the execution's own
-token (good only for RegistryService.VendTableCredentials, for this execution's tables, while
+token (good only for ExecutionCredentialService.VendTableCredentials, for this execution's tables, while
 it runs; see warehouse_service.execution_tokens) and each task carries that, with the
 registry's address and the table it writes, and calls the registry over gRPC when its
 credentials near their end.
@@ -54,7 +54,7 @@ class RegistryVending:
             execution_id=self.execution_id, namespace=self.namespace, table_name=self.table_name
         )
         with blocking_mesh_channel(self.registry_target, self.tls) as channel:
-            stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
+            stub = registry_service_pb2_grpc.ExecutionCredentialServiceStub(channel)
             try:
                 response = stub.VendTableCredentials(
                     request, metadata=(bearer(self.token),), timeout=self.timeout_seconds

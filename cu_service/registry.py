@@ -14,7 +14,11 @@ from google.protobuf.duration_pb2 import Duration
 
 from catalog_map.registry import RegistryReader
 from service_runtime.tls.mesh_client import MeshClientTls
-from texera.lake.internal.v1 import execution_credentials_pb2, registry_service_pb2
+from texera.lake.internal.v1 import (
+    execution_credentials_pb2,
+    registry_service_pb2,
+    registry_service_pb2_grpc,
+)
 from texera.lake.v1 import execution_pb2
 
 rs = registry_service_pb2
@@ -48,6 +52,8 @@ class RegistryClient(RegistryReader):
     ) -> None:
         super().__init__(target, timeout_seconds, credential=credential, tls=tls)
         self.unit_id = unit_id
+        self._leases = registry_service_pb2_grpc.UnitLeaseServiceStub(self.channel)
+        self._credentials = registry_service_pb2_grpc.ExecutionCredentialServiceStub(self.channel)
         self._credential = credential
 
     # For the calling user ---------------------------------------------------------
@@ -70,7 +76,7 @@ class RegistryClient(RegistryReader):
             source_tables=sources,
         )
         response = await self._read(
-            lambda: self._stub.OpenExecutionCatalog(request, timeout=self._timeout),
+            lambda: self._credentials.OpenExecutionCatalog(request, timeout=self._timeout),
             "opening an execution's catalog",
         )
         return response.binding
@@ -109,7 +115,7 @@ class RegistryClient(RegistryReader):
             workers_confined=workers_confined,
         )
         response = await self._call(
-            lambda: self._stub.RegisterComputingUnit(request, timeout=self._timeout)
+            lambda: self._leases.RegisterComputingUnit(request, timeout=self._timeout)
         )
         self._credential.renew(response.credential)
         return response
@@ -124,7 +130,7 @@ class RegistryClient(RegistryReader):
             certificate_signing_request=certificate_signing_request,
         )
         response = await self._call(
-            lambda: self._stub.HeartbeatComputingUnit(request, timeout=self._timeout)
+            lambda: self._leases.HeartbeatComputingUnit(request, timeout=self._timeout)
         )
         self._credential.renew(response.credential)
         return response
@@ -139,5 +145,5 @@ class RegistryClient(RegistryReader):
             execution_id=execution_id, computing_unit_id=self.unit_id, lifetime=lifetime
         )
         return await self._call(
-            lambda: self._stub.IssueExecutionToken(request, timeout=self._timeout)
+            lambda: self._credentials.IssueExecutionToken(request, timeout=self._timeout)
         )

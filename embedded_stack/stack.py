@@ -606,7 +606,7 @@ class Stack:
         """A running unit of user_id: unit_id (owned by or shared with the user), or the user's
         default unit, created on first use; started and waited for, as a submission would."""
         with self.channel("warehouse-service") as channel:
-            response = registry_service_pb2_grpc.RegistryServiceStub(channel).AcquireComputingUnit(
+            response = registry_service_pb2_grpc.UnitLeaseServiceStub(channel).AcquireComputingUnit(
                 registry_service_pb2.AcquireComputingUnitRequest(computing_unit_id=unit_id),
                 metadata=(bearer(self.internal_token(user_id)),),
                 timeout=timeout,

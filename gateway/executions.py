@@ -59,7 +59,7 @@ class ExecutionRoutes:
         self._units = units
         self._registry = registry
         self._ledger = ledger
-        self._acquire = registry_service_pb2_grpc.RegistryServiceStub(
+        self._acquire = registry_service_pb2_grpc.UnitLeaseServiceStub(
             registry.channel
         ).AcquireComputingUnit
 

@@ -45,7 +45,7 @@ class UnitDirectory:
         tls: MeshClientTls | None = None,
     ) -> None:
         self._tls = tls
-        self._registry = registry_service_pb2_grpc.RegistryServiceStub(registry)
+        self._registry = registry_service_pb2_grpc.UnitLeaseServiceStub(registry)
         self._tokens = tokens
         self._clock = clock
         self._units: dict[str, rs.UnitRegistration] = {}

@@ -25,6 +25,7 @@ from warehouse_service.cleaner import ExecutionPurge
 from warehouse_service.computing_units import ComputingUnitServicer
 from warehouse_service.db import Database
 from warehouse_service.due_work import Pacing
+from warehouse_service.execution_credential_service import ExecutionCredentialServicer
 from warehouse_service.execution_deletion import ExecutionDeletionServicer
 from warehouse_service.execution_tokens import ExecutionTokens
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
@@ -43,6 +44,7 @@ from warehouse_service.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.unit_certificates import UnitCertificates
 from warehouse_service.unit_credentials import UnitCredentials
 from warehouse_service.unit_launches import UnitLaunches
+from warehouse_service.unit_lease_service import UnitLeaseServicer
 from warehouse_service.unit_port import unit_port, unit_trust
 from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
 from warehouse_service.usage_meter import UsageMeter
@@ -142,23 +144,32 @@ def build() -> ServiceProcess:
         await catalog.close()
         await db.close()
 
-    ledger = LedgerServicer(
-        db,
-        catalog,
-        page_token_key=settings.page_token_key,
-        catalog_uri=settings.catalog_uri,
-        project_id=settings.catalog_project_id,
-        heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
-        lease_seconds=settings.lease_seconds,
-        supervisor=supervisor,
-        tokens=ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
-        unit_credentials=credentials,
-        unit_certificates=certificates,
-        execution_catalogs=ExecutionCatalogs(
-            db, gatekeeper_tokens, settings.gatekeeper_address(), rules
+    internal = [
+        LedgerServicer(
+            db,
+            catalog,
+            page_token_key=settings.page_token_key,
+            catalog_uri=settings.catalog_uri,
+            project_id=settings.catalog_project_id,
+            supervisor=supervisor,
+            rules=rules,
         ),
-        rules=rules,
-    )
+        UnitLeaseServicer(
+            db,
+            supervisor,
+            page_token_key=settings.page_token_key,
+            heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+            lease_seconds=settings.lease_seconds,
+            unit_credentials=credentials,
+            unit_certificates=certificates,
+        ),
+        ExecutionCredentialServicer(
+            db,
+            catalog,
+            ExecutionTokens(settings.signing_key, settings.execution_token_max_seconds),
+            ExecutionCatalogs(db, gatekeeper_tokens, settings.gatekeeper_address(), rules),
+        ),
+    ]
     authenticator = mesh_authenticator(
         settings, MESH_AUDIENCE, with_units=True, with_executions=True
     )
@@ -168,7 +179,7 @@ def build() -> ServiceProcess:
         authenticator=authenticator,
         services=[
             ServiceBinding.of(warehouses),
-            ServiceBinding.of(ledger),
+            *map(ServiceBinding.of, internal),
             ServiceBinding.of(ComputingUnitServicer(db, supervisor, settings.page_token_key)),
             # Only DeleteExecution: the base class answers UNIMPLEMENTED for the units' methods.
             ServiceBinding.of(ExecutionDeletionServicer(db, rules)),  # type: ignore[abstract]
@@ -180,7 +191,7 @@ def build() -> ServiceProcess:
             *caller_rules(settings, REGISTRY_RULES),
             CallCheck(launches.check, PUBLIC_SERVICES),
         ],
-        companions=unit_port(settings, ledger, authenticator, launches),
+        companions=unit_port(settings, internal, authenticator, launches),
     )
 
 

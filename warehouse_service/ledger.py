@@ -1,24 +1,20 @@
-"""RegistryService: the execution ledger and the computing units' registrations.
+"""ExecutionLedgerService: which execution writes into which warehouse, its state and outputs.
 
-A computing unit calls with its own credential (its subject is the unit's id):
-it binds executions for the user it serves (named in ``x-texera-on-behalf-of``,
-who must be allowed to use the unit and own the warehouse or hold WRITER on it),
-reports their states, registers and heartbeats, each only for itself and its
-own executions. Users read executions of warehouses they hold READER or more on
-(see permissions).
+A computing unit calls with its own credential (its subject is the unit's id): it binds
+executions for the user it serves (named in ``x-texera-on-behalf-of``, who must be allowed to
+use the unit and own the warehouse or hold WRITER on it) and reports their states, each only
+for itself and its own executions. Users read executions of warehouses they hold READER or more
+on (see permissions).
 
-Every CatalogBinding answered carries a catalog token for its one warehouse,
-exchanged for the registry's own: read and write for a computing unit acting
-for a user (ResolveWarehouse, BindExecution), read only otherwise. A unit's
-executions get tokens of their own, good only for renewing the storage
-credentials of their own tables (see execution_tokens).
+A CatalogBinding answered to a service carries a read-only catalog token for its one warehouse;
+one answered to a computing unit carries none (its executions reach the catalog through the
+gatekeeper, see execution_credential_service).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,10 +24,7 @@ import grpc
 from service_runtime.auth import Identity
 from service_runtime.callers import (
     acting_for,
-    require_execution,
-    require_service,
     require_unit,
-    require_user,
 )
 from service_runtime.context import current_identity
 from service_runtime.errors import (
@@ -44,21 +37,17 @@ from service_runtime.errors import (
 from service_runtime.identifiers import check_identifier
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.internal.v1 import (
-    execution_credentials_pb2,
     registry_service_pb2,
     registry_service_pb2_grpc,
 )
-from warehouse_service import execution_tokens, records
+from warehouse_service import records
 from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.db import Connection, Database, present
-from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.permissions import Role
-from warehouse_service.unit_certificates import UnitCertificates
-from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.registry_checks import ended, same_caller
 from warehouse_service.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 from warehouse_service.validation import (
-    check_endpoint_address,
     check_request_id,
     check_uuid,
 )
@@ -100,21 +89,7 @@ async def _execution_readable(
     return role >= Role.READER
 
 
-def _ended(execution_id: str, state: str) -> ServiceError:
-    return failed_precondition(
-        f"execution {execution_id} already ended {state.lower()}", reason="EXECUTION_ENDED"
-    )
-
-
-def _same_caller(identity: Identity, computing_unit_id: str) -> None:
-    if identity.user_id != computing_unit_id:
-        raise ServiceError(
-            grpc.StatusCode.PERMISSION_DENIED,
-            "a computing unit may act only for itself (its token's subject)",
-        )
-
-
-class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
+class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
     def __init__(
         self,
         db: Database,
@@ -123,29 +98,16 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         page_token_key: str,
         catalog_uri: str,
         project_id: str,
-        heartbeat_interval_seconds: float,
-        lease_seconds: float,
         supervisor: UnitSupervisor,
-        tokens: execution_tokens.ExecutionTokens,
-        unit_credentials: UnitCredentials,
-        unit_certificates: UnitCertificates | None = None,
-        execution_catalogs: ExecutionCatalogs,
         rules: ModeRules | None = None,
     ) -> None:
         self._db = db
-        self._execution_catalogs = execution_catalogs
-        self._unit_certificates = unit_certificates
-        self._tokens = tokens
-        self._unit_credentials = unit_credentials
         self._rules = rules or ModeRules()
         self._catalog = catalog
         self._supervisor = supervisor
         self._catalog_uri = catalog_uri
         self._project_id = project_id
-        self._heartbeat_interval = heartbeat_interval_seconds
-        self._lease = lease_seconds
         self._execution_tokens = PageTokens(page_token_key, "executions")
-        self._unit_tokens = PageTokens(page_token_key, "unit-registrations")
 
     async def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
         """How to reach the warehouse's catalog: for a service, with a fresh read-only token
@@ -195,7 +157,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
         )
         check_request_id(violations, request.request_id)
         violations.raise_if_any()
-        _same_caller(unit, request.computing_unit_id)
+        same_caller(unit, request.computing_unit_id)
         try:
             return await self._bind(owner, request)
         except asyncpg.UniqueViolationError:
@@ -323,7 +285,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             )
             violations.check(bool(output.table_name), f"outputs[{index}].table_name", "is required")
         violations.raise_if_any()
-        _same_caller(identity, request.computing_unit_id)
+        same_caller(identity, request.computing_unit_id)
 
         async with self._db.transaction() as connection:
             row = await connection.fetchrow(
@@ -340,7 +302,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             target = state or current
             if current in records.TERMINAL_STATES:
                 if target != current:
-                    raise _ended(request.execution_id, current)
+                    raise ended(request.execution_id, current)
             elif target not in _TRANSITIONS[current]:
                 raise failed_precondition(
                     f"an execution cannot go from {current.lower()} to {target.lower()}",
@@ -451,12 +413,6 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             raise not_found(Resource.WAREHOUSE, request.warehouse_id)
         return registry_service_pb2.ResolveWarehouseResponse(binding=await self._binding(row))
 
-    async def OpenExecutionCatalog(
-        self, request: registry_service_pb2.OpenExecutionCatalogRequest, context: Any
-    ) -> registry_service_pb2.OpenExecutionCatalogResponse:
-        binding = await self._execution_catalogs.open(current_identity(), request)
-        return registry_service_pb2.OpenExecutionCatalogResponse(binding=binding)
-
     async def _resolvable(
         self, connection: Connection, identity: Identity, warehouse_id: str
     ) -> asyncpg.Record:
@@ -547,227 +503,7 @@ class LedgerServicer(registry_service_pb2_grpc.RegistryServiceServicer):
             executions=executions, next_page_token=token
         )
 
-    # Computing units ----------------------------------------------------------------
-
-    async def RegisterComputingUnit(
-        self, request: registry_service_pb2.RegisterComputingUnitRequest, context: Any
-    ) -> registry_service_pb2.RegisterComputingUnitResponse:
-        identity = require_unit()
-        violations = FieldViolations()
-        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
-        check_endpoint_address(violations, request.endpoint, "endpoint")
-        violations.check(1 <= request.capacity <= 1000, "capacity", "must be 1 to 1000")
-        violations.raise_if_any()
-        _same_caller(identity, request.computing_unit_id)
-        async with self._db.transaction() as connection:
-            await _check_launch_address(connection, request.computing_unit_id, request.endpoint)
-            # A unit that registers again was restarted: what it ran is gone with its memory.
-            lost = await connection.execute(
-                """
-                UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_RESTARTED',
-                    error_message = 'the computing unit restarted while the execution was unfinished',
-                    ended_at = now(), updated_at = now()
-                WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
-                """,
-                request.computing_unit_id,
-            )
-            row = await connection.fetchrow(
-                """
-                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, workers_confined,
-                                             state, registered_at, last_heartbeat_at,
-                                             lease_expires_at)
-                VALUES ($1, $2, $3, $5, 'HEALTHY', now(), now(),
-                        now() + make_interval(secs => $4))
-                ON CONFLICT (computing_unit_id) DO UPDATE SET
-                    endpoint = excluded.endpoint, capacity = excluded.capacity,
-                    workers_confined = excluded.workers_confined, state = 'HEALTHY',
-                    running_executions = 0, queued_executions = 0, registered_at = now(),
-                    last_heartbeat_at = now(), lease_expires_at = excluded.lease_expires_at
-                RETURNING *
-                """,
-                request.computing_unit_id,
-                request.endpoint,
-                request.capacity,
-                self._lease,
-                request.workers_confined,
-            )
-            await connection.execute(
-                "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
-                "last_used_at = now() WHERE unit_id = $1 AND state = 'PROVISIONING'",
-                request.computing_unit_id,
-            )
-        log.info(
-            "computing unit registered",
-            extra={
-                "computing_unit_id": request.computing_unit_id,
-                "failed": lost,
-                "workers_confined": request.workers_confined,
-            },
-        )
-        response = registry_service_pb2.RegisterComputingUnitResponse(
-            registration=records.registration(present(row)),
-            credential=self._unit_credentials.renewed(identity),
-        )
-        response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
-        return response
-
-    async def HeartbeatComputingUnit(
-        self, request: registry_service_pb2.HeartbeatComputingUnitRequest, context: Any
-    ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
-        identity = require_unit()
-        violations = FieldViolations()
-        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
-        violations.check(
-            request.running_executions >= 0, "running_executions", "must not be negative"
-        )
-        violations.check(
-            request.queued_executions >= 0, "queued_executions", "must not be negative"
-        )
-        violations.raise_if_any()
-        _same_caller(identity, request.computing_unit_id)
-        certificate_chain = b""
-        if request.certificate_signing_request and self._unit_certificates is not None:
-            certificate_chain = self._unit_certificates.renewed(
-                request.computing_unit_id, request.certificate_signing_request
-            )
-        async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                """
-                UPDATE computing_units SET running_executions = $2, queued_executions = $3,
-                    last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $4)
-                WHERE computing_unit_id = $1 AND state = 'HEALTHY'
-                RETURNING *
-                """,
-                request.computing_unit_id,
-                request.running_executions,
-                request.queued_executions,
-                self._lease,
-            )
-        if row is None:
-            raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
-        return registry_service_pb2.HeartbeatComputingUnitResponse(
-            registration=records.registration(row),
-            credential=self._unit_credentials.renewed(identity),
-            certificate_chain=certificate_chain,
-        )
-
-    async def ListUnitRegistrations(
-        self, request: registry_service_pb2.ListUnitRegistrationsRequest, context: Any
-    ) -> registry_service_pb2.ListUnitRegistrationsResponse:
-        require_service()
-        limit = page_size(request.page_size, default=100, maximum=1000)
-        request_fingerprint = fingerprint(request.healthy_only)
-        offset = 0
-        if request.page_token:
-            offset = int(self._unit_tokens.read(request.page_token, request_fingerprint)["offset"])
-        async with self._db.connection() as connection:
-            rows: Sequence[asyncpg.Record] = await connection.fetch(
-                """
-                SELECT * FROM computing_units
-                WHERE NOT $1 OR (state = 'HEALTHY' AND lease_expires_at > now())
-                ORDER BY (running_executions + queued_executions)::float / capacity, computing_unit_id
-                OFFSET $2 LIMIT $3
-                """,
-                request.healthy_only,
-                offset,
-                limit + 1,
-            )
-        token = ""
-        if len(rows) > limit:
-            token = self._unit_tokens.issue({"offset": offset + limit}, request_fingerprint)
-        return registry_service_pb2.ListUnitRegistrationsResponse(
-            registrations=[records.registration(row) for row in rows[:limit]],
-            next_page_token=token,
-        )
-
-    async def AcquireComputingUnit(
-        self, request: registry_service_pb2.AcquireComputingUnitRequest, context: Any
-    ) -> registry_service_pb2.AcquireComputingUnitResponse:
-        user = require_user().user_id
-        if request.computing_unit_id:
-            violations = FieldViolations()
-            check_identifier(violations, request.computing_unit_id, "computing_unit_id")
-            violations.raise_if_any()
-        remaining = context.time_remaining()
-        # Answer before the caller's deadline, so that it hears why it must retry.
-        wait = None if remaining is None else max(remaining - 1.0, 0.5)
-        registration = await self._supervisor.acquire(user, request.computing_unit_id, wait)
-        return registry_service_pb2.AcquireComputingUnitResponse(
-            registration=records.registration(registration)
-        )
-
-    # Executions' own tokens --------------------------------------------------------
-
-    async def IssueExecutionToken(
-        self, request: execution_credentials_pb2.IssueExecutionTokenRequest, context: Any
-    ) -> execution_credentials_pb2.IssueExecutionTokenResponse:
-        unit = require_unit()
-        violations = FieldViolations()
-        check_identifier(violations, request.execution_id, "execution_id")
-        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
-        lifetime = request.lifetime.ToTimedelta().total_seconds()
-        violations.check(lifetime > 0, "lifetime", "must be positive")
-        violations.raise_if_any()
-        _same_caller(unit, request.computing_unit_id)
-        row = await execution_with_warehouse(self._db, request.execution_id)
-        if row is None or row["computing_unit_id"] != request.computing_unit_id:
-            raise not_found(Resource.EXECUTION, request.execution_id)
-        if row["state"] in records.TERMINAL_STATES:
-            raise _ended(request.execution_id, row["state"])
-        token = self._tokens.issue(request.execution_id, str(row["warehouse_id"]), lifetime)
-        response = execution_credentials_pb2.IssueExecutionTokenResponse(execution_token=token)
-        response.expire_time.FromSeconds(execution_tokens.expires_at(token))
-        return response
-
-    async def VendTableCredentials(
-        self, request: execution_credentials_pb2.VendTableCredentialsRequest, context: Any
-    ) -> execution_credentials_pb2.VendTableCredentialsResponse:
-        identity = require_execution()
-        violations = FieldViolations()
-        check_identifier(violations, request.execution_id, "execution_id")
-        violations.check(bool(request.namespace), "namespace", "is required")
-        violations.check(
-            0 < len(request.table_name) <= 255, "table_name", "must be 1 to 255 characters"
-        )
-        violations.raise_if_any()
-        row = await execution_with_warehouse(self._db, request.execution_id)
-        execution_tokens.check_grant(identity, request.execution_id, row)
-        assert row is not None  # check_grant refuses a missing execution
-        return await execution_tokens.vend(self._catalog, row, request)
-
 
 async def _touch(connection: Connection, unit_id: str) -> None:
     """Marks a unit used now, which keeps it from being stopped as idle."""
     await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)
-
-
-# Executions with their warehouse (see warehouse_service.execution_tokens) -----------
-
-
-async def execution_with_warehouse(db: Database, execution_id: str) -> asyncpg.Record | None:
-    """The execution with its warehouse's state and catalog name."""
-    async with db.connection() as connection:
-        row: asyncpg.Record | None = await connection.fetchrow(
-            """
-            SELECT e.*, w.state AS warehouse_state, w.catalog_warehouse_name
-            FROM executions e JOIN warehouses w USING (warehouse_id)
-            WHERE e.execution_id = $1
-            """,
-            execution_id,
-        )
-    return row
-
-
-async def _check_launch_address(connection: Connection, unit_id: str, endpoint: str) -> None:
-    """Refuses a registration at another address than the one the unit's launcher gave it: a
-    credential taken from a unit cannot move the unit's calls elsewhere."""
-    launched = await connection.fetchval(
-        "SELECT launch_address FROM units WHERE unit_id = $1", unit_id
-    )
-    if launched and launched != endpoint:
-        raise ServiceError(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"computing unit {unit_id} was launched to serve at {launched}, not {endpoint}",
-            reason="UNIT_ENDPOINT_NOT_LAUNCHED",
-            metadata={"computing_unit_id": unit_id},
-        )

@@ -47,7 +47,7 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         0,
         "A second gRPC port, for computing units and their executions' Spark tasks, which "
         "present no client certificate: TLS with the service's certificate but no client "
-        "certificate asked, RegistryService alone, and only the registry's own tokens (units' "
+        "certificate asked, the registry's internal services alone, and only its own tokens (units' "
         "credentials, executions' tokens). 0: none. Needs client certificates required on "
         "the main port (else units call that one).",
         scoped=True,

@@ -5,9 +5,9 @@ Spark tasks (which never hold one: they run beside users' code).
 gRPC Python cannot make a client certificate optional on a port: one that requires them
 refuses those callers in the handshake. So with client certificates required on the main
 port, the registry serves ``WAREHOUSE_UNIT_PORT`` too: TLS with the same certificate, no
-client certificate asked, only ``RegistryService``, and only the tokens the registry issues
-itself (a unit's credential, alone or carrying a user's token minted for that unit, and an
-execution's token). The gateway's and users' tokens are refused there, so the services only
+client certificate asked, only the registry's internal services, and only the tokens the
+registry issues itself (a unit's credential, alone or carrying a user's token minted for that
+unit, and an execution's token). The gateway's and users' tokens are refused there, so the services only
 the gateway may call stay behind mutual TLS. Units reach it with the CA bundle the registry
 hands each unit it launches, and verify the registry's certificate against it.
 """
@@ -15,6 +15,7 @@ hands each unit it launches, and verify the registry's certificate against it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -26,7 +27,6 @@ from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
 from service_runtime.server import ServiceBinding, ServiceProcess
 from service_runtime.tls.peers import CallCheck
-from texera.lake.internal.v1 import registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.unit_certificates import unit_secret
 from warehouse_service.unit_launches import UnitLaunches
@@ -51,11 +51,12 @@ def check_registry_issued(service: str, call: grpc.aio.ServicerContext[Any, Any]
 
 def unit_port(
     settings: WarehouseServiceSettings,
-    ledger: registry_service_pb2_grpc.RegistryServiceServicer,
+    internal: Sequence[object],
     authenticator: Authenticator,
     launches: UnitLaunches,
 ) -> list[ServiceProcess]:
-    """The unit port's server, serving ledger (the RegistryService); none when not set."""
+    """The unit port's server, serving the registry's internal services (the servicers of
+    texera.lake.internal.v1 in `internal`); none when not set."""
     if not settings.unit_port:
         return []
     port_settings = dataclasses.replace(
@@ -71,7 +72,7 @@ def unit_port(
             name="warehouse-service unit port",
             settings=port_settings,
             authenticator=authenticator,
-            services=[ServiceBinding.of(ledger)],
+            services=[ServiceBinding.of(servicer) for servicer in internal],
             extra_interceptors=[
                 CallCheck(check_registry_issued, PUBLIC_SERVICES),
                 CallCheck(launches.check, PUBLIC_SERVICES),

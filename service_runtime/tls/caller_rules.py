@@ -40,8 +40,11 @@ from service_runtime.tls.identity import (
 )
 from service_runtime.tls.peers import CallCheck, peer_identity, refuse_unless_allowed
 
-#: The registry's internal service, which units, the gateway and the result service call.
-REGISTRY_SERVICE = "texera.lake.internal.v1.RegistryService"
+#: The registry's internal services, which units, the gateway and the result service call.
+REGISTRY_INTERNAL_SERVICES = tuple(
+    f"texera.lake.internal.v1.{name}"
+    for name in ("ExecutionLedgerService", "UnitLeaseService", "ExecutionCredentialService")
+)
 
 GATEWAY_ONLY = AllowedPeers(exact=frozenset({service_identity(GATEWAY)}))
 #: Every computing unit, by the prefix of their identities.
@@ -63,13 +66,14 @@ class CallerRules:
 
 #: A computing unit serves users' calls, which only the gateway forwards.
 UNIT_RULES = CallerRules(default=GATEWAY_ONLY)
-#: The registry: its internal RegistryService for units, the gateway and the result service;
-#: its public services (warehouses, units, executions' deletion, retention) for the gateway.
+#: The registry: its internal services for units, the gateway and the result service; its
+#: public services (warehouses, units, executions' deletion, retention) for the gateway.
 REGISTRY_RULES = CallerRules(
     default=GATEWAY_ONLY,
-    by_service={
-        REGISTRY_SERVICE: AllowedPeers(exact=USER_CARRIERS, prefixes=EVERY_UNIT.prefixes),
-    },
+    by_service=dict.fromkeys(
+        REGISTRY_INTERNAL_SERVICES,
+        AllowedPeers(exact=USER_CARRIERS, prefixes=EVERY_UNIT.prefixes),
+    ),
 )
 #: The result service serves users' reads, which only the gateway forwards.
 RESULT_RULES = CallerRules(default=GATEWAY_ONLY)

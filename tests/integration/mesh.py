@@ -38,13 +38,15 @@ def bearer(token: str) -> Metadata:
 
 @dataclass
 class RegistryClient:
-    """The registry's two services, called with one identity's token."""
+    """The registry's services, called with one identity's token."""
 
     stack: Stack
     #: Subject of the token: a user id, or a computing unit's id.
     subject: str
     warehouses: warehouse_service_pb2_grpc.WarehouseServiceStub
-    ledger: registry_service_pb2_grpc.RegistryServiceStub
+    ledger: registry_service_pb2_grpc.ExecutionLedgerServiceStub
+    leases: registry_service_pb2_grpc.UnitLeaseServiceStub
+    credentials: registry_service_pb2_grpc.ExecutionCredentialServiceStub
     metadata: Metadata
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
@@ -92,7 +94,9 @@ def registry_as(
         stack=stack,
         subject=subject,
         warehouses=warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
-        ledger=registry_service_pb2_grpc.RegistryServiceStub(channel),
+        ledger=registry_service_pb2_grpc.ExecutionLedgerServiceStub(channel),
+        leases=registry_service_pb2_grpc.UnitLeaseServiceStub(channel),
+        credentials=registry_service_pb2_grpc.ExecutionCredentialServiceStub(channel),
         metadata=(*bearer(token), *extra),
     )
 
@@ -190,7 +194,7 @@ def register_unit(
     record_unit(stack, unit_id, owner, shared_with)
     unit = computing_unit(stack, unit_id)
     unit.call(
-        unit.ledger.RegisterComputingUnit,
+        unit.leases.RegisterComputingUnit,
         registry_service_pb2.RegisterComputingUnitRequest(
             computing_unit_id=unit_id,
             endpoint="127.0.0.1:1",

@@ -68,7 +68,9 @@ def _open(
         computing_unit_id=unit_id,
         source_tables=[rs.SourceTable(namespace=[ns], name=name) for ns, name in sources],
     )
-    binding: rs.CatalogBinding = acting.call(acting.ledger.OpenExecutionCatalog, request).binding
+    binding: rs.CatalogBinding = acting.call(
+        acting.credentials.OpenExecutionCatalog, request
+    ).binding
     return binding
 
 
@@ -278,7 +280,7 @@ def test_no_other_table_warehouse_or_listing_is_reached(setting: Setting) -> Non
 def test_the_gatekeeper_takes_no_other_token(setting: Setting) -> None:
     stack = setting.stack
     execution_token = setting.unit.call(
-        setting.unit.ledger.IssueExecutionToken,
+        setting.unit.credentials.IssueExecutionToken,
         ec.IssueExecutionTokenRequest(
             execution_id=setting.mine,
             computing_unit_id=setting.unit.subject,
@@ -318,7 +320,7 @@ def test_credentials_a_unit_holds_reach_nothing_at_the_catalog_itself(setting: S
     assert not resolved.catalog_token
     assert not earlier.catalog_token
     execution_token = setting.unit.call(
-        setting.unit.ledger.IssueExecutionToken,
+        setting.unit.credentials.IssueExecutionToken,
         ec.IssueExecutionTokenRequest(
             execution_id=setting.mine,
             computing_unit_id=setting.unit.subject,
@@ -441,6 +443,6 @@ def test_bad_requests_name_their_fields(setting: Setting) -> None:
         computing_unit_id=setting.unit.subject,
         source_tables=[rs.SourceTable(namespace=[], name="t")],
     )
-    error = refused(partial(acting.call, acting.ledger.OpenExecutionCatalog, request))
+    error = refused(partial(acting.call, acting.credentials.OpenExecutionCatalog, request))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == {"execution_id", "warehouse_id", "source_tables[0]"}

@@ -756,7 +756,7 @@ def test_the_unit_is_registered_and_heartbeats(stack: Stack) -> None:
 
     def registration() -> registry_service_pb2.UnitRegistration:
         listed: registry_service_pb2.ListUnitRegistrationsResponse = gateway.call(
-            gateway.ledger.ListUnitRegistrations,
+            gateway.leases.ListUnitRegistrations,
             registry_service_pb2.ListUnitRegistrationsRequest(healthy_only=True),
         )
         [unit] = [u for u in listed.registrations if u.computing_unit_id == running.unit_id]

@@ -68,7 +68,7 @@ SCHEMA = pa.schema([("id", pa.int64())])
 
 def _issue(unit: RegistryClient, execution_id: str, seconds: int = 600) -> str:
     response = unit.call(
-        unit.ledger.IssueExecutionToken,
+        unit.credentials.IssueExecutionToken,
         ec.IssueExecutionTokenRequest(
             execution_id=execution_id,
             computing_unit_id=unit.subject,
@@ -81,7 +81,7 @@ def _issue(unit: RegistryClient, execution_id: str, seconds: int = 600) -> str:
 def _vend(stack: Stack, token: str, execution_id: str, namespace: str, name: str) -> Any:
     client = registry_as(stack, execution_id, token, as_unit=True)  # as a Spark task
     return client.call(
-        client.ledger.VendTableCredentials,
+        client.credentials.VendTableCredentials,
         ec.VendTableCredentialsRequest(
             execution_id=execution_id, namespace=namespace, table_name=name
         ),
@@ -198,7 +198,7 @@ def test_a_bad_token_request_names_its_fields(
     request = {"execution_id": setting.mine, "lifetime": Duration(seconds=60), **fields}
     error = refused(
         lambda: setting.unit.call(
-            setting.unit.ledger.IssueExecutionToken,
+            setting.unit.credentials.IssueExecutionToken,
             ec.IssueExecutionTokenRequest(computing_unit_id=setting.unit.subject, **request),
         )
     )
@@ -242,7 +242,7 @@ def test_the_token_reaches_no_other_method(setting: Setting) -> None:
             as_execution.ledger.ListExecutionRecords, rs.ListExecutionRecordsRequest()
         ),
         "issue a token": lambda: as_execution.call(
-            as_execution.ledger.IssueExecutionToken,
+            as_execution.credentials.IssueExecutionToken,
             ec.IssueExecutionTokenRequest(
                 execution_id=setting.mine,
                 computing_unit_id=setting.unit.subject,
@@ -310,7 +310,7 @@ def test_what_a_write_task_is_shipped_holds_no_catalog_token(
     turned into what its Spark tasks get: the token is nowhere in it."""
     acting = setting.unit.for_user(setting.alice)
     opened = acting.call(
-        acting.ledger.OpenExecutionCatalog,
+        acting.credentials.OpenExecutionCatalog,
         rs.OpenExecutionCatalogRequest(
             execution_id=setting.mine,
             warehouse_id=setting.warehouse.warehouse_id,

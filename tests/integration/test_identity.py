@@ -130,16 +130,16 @@ def test_internal_methods_refuse_users(stack: Stack) -> None:
             ),
         ),
         "ListUnitRegistrations": lambda: alice.call(
-            alice.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()
+            alice.leases.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()
         ),
         "RegisterComputingUnit": lambda: alice.call(
-            alice.ledger.RegisterComputingUnit,
+            alice.leases.RegisterComputingUnit,
             rs.RegisterComputingUnitRequest(
                 computing_unit_id="cu-ghost", endpoint="127.0.0.1:1", capacity=1
             ),
         ),
         "HeartbeatComputingUnit": lambda: alice.call(
-            alice.ledger.HeartbeatComputingUnit,
+            alice.leases.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(computing_unit_id=unit_id),
         ),
     }
@@ -174,7 +174,7 @@ def test_a_unit_binds_only_as_itself_and_only_for_a_user(stack: Stack) -> None:
     bound = through.call(through.ledger.BindExecution, request)
     assert bound.execution.owner_user_id == alice.subject
     gateway = gateway_account(stack)
-    listed = gateway.call(gateway.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest())
+    listed = gateway.call(gateway.leases.ListUnitRegistrations, rs.ListUnitRegistrationsRequest())
     assert unit_id in [u.computing_unit_id for u in listed.registrations]
 
 

@@ -19,7 +19,7 @@ from texera.lake.internal.v1 import registry_service_pb2
 
 pytestmark = pytest.mark.integration
 
-REGISTRY = registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"]
+INTERNAL = tuple(registry_service_pb2.DESCRIPTOR.services_by_name.values())
 USER = "garbage-sender"
 
 
@@ -57,7 +57,7 @@ def test_through_the_gateway(stack: Stack, service: ServiceDescriptor) -> None:
 @pytest.mark.parametrize(
     "service",
     # The gateway answers ExecutionService (routing it) and IcebergAccessService itself.
-    [s for s in (*PUBLIC_SERVICES, REGISTRY) if s not in (EXECUTIONS, ICEBERG_ACCESS)],
+    [s for s in (*PUBLIC_SERVICES, *INTERNAL) if s not in (EXECUTIONS, ICEBERG_ACCESS)],
     ids=lambda s: s.name,
 )
 def test_at_the_service_behind_the_gateway(stack: Stack, service: ServiceDescriptor) -> None:

@@ -161,7 +161,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     (
         "RegisterComputingUnit",
         lambda t: t.bob.call(
-            t.bob.ledger.RegisterComputingUnit,
+            t.bob.leases.RegisterComputingUnit,
             rs.RegisterComputingUnitRequest(
                 computing_unit_id=t.unit.subject, endpoint="evil:1", capacity=1
             ),
@@ -171,7 +171,7 @@ CROSS_TENANT: list[tuple[str, Callable[[Tenancy], Any], grpc.StatusCode]] = [
     (
         "HeartbeatComputingUnit",
         lambda t: t.bob.call(
-            t.bob.ledger.HeartbeatComputingUnit,
+            t.bob.leases.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(computing_unit_id=t.unit.subject),
         ),
         grpc.StatusCode.PERMISSION_DENIED,

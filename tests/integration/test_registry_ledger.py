@@ -1,4 +1,5 @@
-"""RegistryService: the execution ledger and computing units, on the real registry."""
+"""The registry's internal services (the execution ledger, units' leases), on the real
+registry."""
 
 from __future__ import annotations
 
@@ -299,7 +300,7 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
 ) -> None:
     unit = computing_unit(stack, register_unit(stack, shared_with=(alice.subject,)))
     beat = unit.call(
-        unit.ledger.HeartbeatComputingUnit,
+        unit.leases.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject, running_executions=1),
     )
     assert beat.registration.state == rs.UNIT_REGISTRATION_STATE_HEALTHY
@@ -333,7 +334,7 @@ def test_units_heartbeat_and_lose_their_executions_when_the_lease_lapses(
     )
     late = refused(
         lambda: unit.call(
-            unit.ledger.HeartbeatComputingUnit,
+            unit.leases.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(computing_unit_id=unit.subject),
         )
     )
@@ -421,7 +422,7 @@ def test_a_restarted_unit_fails_what_it_ran_before(
 def healthy_units(stack: Stack) -> list[str]:
     gateway = gateway_account(stack)
     listed = gateway.call(
-        gateway.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest(healthy_only=True)
+        gateway.leases.ListUnitRegistrations, rs.ListUnitRegistrationsRequest(healthy_only=True)
     )
     return [u.computing_unit_id for u in listed.registrations]
 
@@ -430,7 +431,7 @@ def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
     busy, idle = register_unit(stack, capacity=2), register_unit(stack, capacity=8)
     client = computing_unit(stack, busy)
     client.call(
-        client.ledger.HeartbeatComputingUnit,
+        client.leases.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=busy, running_executions=2),
     )
     listed = healthy_units(stack)
@@ -457,7 +458,7 @@ def test_units_are_listed_least_loaded_first(stack: Stack) -> None:
 def test_registration_names_bad_fields(stack: Stack, request_: Any, fields: set[str]) -> None:
     record_unit(stack, "cu-x", "unit-owner")
     unit = computing_unit(stack, "cu-x")
-    error = refused(lambda: unit.call(unit.ledger.RegisterComputingUnit, request_))
+    error = refused(lambda: unit.call(unit.leases.RegisterComputingUnit, request_))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_fields(error) == fields
 
@@ -509,7 +510,7 @@ LEDGER_BAD_INPUT: list[
     (
         "HeartbeatComputingUnit",
         lambda user_, unit_, service_: unit_.call(
-            unit_.ledger.HeartbeatComputingUnit,
+            unit_.leases.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(
                 computing_unit_id=unit_.subject, running_executions=-1
             ),
@@ -519,7 +520,7 @@ LEDGER_BAD_INPUT: list[
     (
         "ListUnitRegistrations",
         lambda user_, unit_, service_: service_.call(
-            service_.ledger.ListUnitRegistrations,
+            service_.leases.ListUnitRegistrations,
             rs.ListUnitRegistrationsRequest(page_token="forged"),
         ),
         {"page_token"},
@@ -565,18 +566,18 @@ def test_internal_methods_refuse_users_tokens(
             ),
         ),
         lambda: alice.call(
-            alice.ledger.RegisterComputingUnit,
+            alice.leases.RegisterComputingUnit,
             rs.RegisterComputingUnitRequest(
                 computing_unit_id=alice.subject, endpoint="127.0.0.1:1", capacity=1
             ),
         ),
         lambda: alice.call(
-            alice.ledger.HeartbeatComputingUnit,
+            alice.leases.HeartbeatComputingUnit,
             rs.HeartbeatComputingUnitRequest(computing_unit_id=alice.subject),
         ),
-        lambda: alice.call(alice.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
+        lambda: alice.call(alice.leases.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
         # A unit may not list registrations either: it acts only for itself.
-        lambda: unit.call(unit.ledger.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
+        lambda: unit.call(unit.leases.ListUnitRegistrations, rs.ListUnitRegistrationsRequest()),
     ]
     for call in calls:
         assert refused(call).code() == grpc.StatusCode.PERMISSION_DENIED

@@ -349,7 +349,9 @@ def test_rotation_rechecks_the_stored_endpoint(alice: RegistryClient, stack: Sta
         alice.stack,
         alice.subject,
         warehouse_service_pb2_grpc.WarehouseServiceStub(channel),
-        registry_service_pb2_grpc.RegistryServiceStub(channel),
+        registry_service_pb2_grpc.ExecutionLedgerServiceStub(channel),
+        registry_service_pb2_grpc.UnitLeaseServiceStub(channel),
+        registry_service_pb2_grpc.ExecutionCredentialServiceStub(channel),
         alice.metadata,
     )
     rotate = ws.RotateWarehouseCredentialsRequest(

@@ -228,7 +228,7 @@ class LeaseWatch:
         registry = gateway_account(self.stack)
         request = registry_service_pb2.ListUnitRegistrationsRequest()
         while not self._stop.wait(0.5):
-            units = registry.call(registry.ledger.ListUnitRegistrations, request).registrations
+            units = registry.call(registry.leases.ListUnitRegistrations, request).registrations
             [unit] = [u for u in units if u.computing_unit_id == self.unit.unit_id]
             self.states.add(registry_service_pb2.UnitRegistrationState.Name(unit.state))
             beat = unit.last_heartbeat_time.ToDatetime()
@@ -454,7 +454,7 @@ def test_a_unit_whose_lease_lapsed_stops_its_executions_and_registers_again(
     deadline = time.monotonic() + 30
     while True:
         units = registry.call(
-            registry.ledger.ListUnitRegistrations,
+            registry.leases.ListUnitRegistrations,
             registry_service_pb2.ListUnitRegistrationsRequest(),
         ).registrations
         [registration] = [u for u in units if u.computing_unit_id == unit.unit_id]

@@ -32,7 +32,9 @@ STACK_SERVICES = {
         "texera.lake.v1.ComputingUnitService",
         "texera.lake.v1.ExecutionService",  # DeleteExecution, and ended executions
         "texera.lake.v1.RetentionService",
-        "texera.lake.internal.v1.RegistryService",
+        "texera.lake.internal.v1.ExecutionLedgerService",
+        "texera.lake.internal.v1.UnitLeaseService",
+        "texera.lake.internal.v1.ExecutionCredentialService",
     },
     "result-service": {"texera.lake.v1.ResultService"},
 }
@@ -115,7 +117,7 @@ def test_describe_shows_a_method_and_its_documented_messages(stack: Stack) -> No
 def test_the_gateway_describes_no_internal_service(stack: Stack) -> None:
     target = [*grpcurl_transport(stack), stack.target("gateway")]
     for internal in (
-        "texera.lake.internal.v1.RegistryService",
+        "texera.lake.internal.v1.ExecutionLedgerService",
         "texera.lake.internal.v1.BindExecutionRequest",
     ):
         hidden = grpcurl(*target, "describe", internal, check=False)
@@ -123,7 +125,9 @@ def test_the_gateway_describes_no_internal_service(stack: Stack) -> None:
         assert "not found" in hidden.stderr.lower()
     # The registry itself still describes its own API to its operators.
     registry = grpcurl(
-        *_reach(stack, "warehouse-service"), "describe", "texera.lake.internal.v1.RegistryService"
+        *_reach(stack, "warehouse-service"),
+        "describe",
+        "texera.lake.internal.v1.ExecutionLedgerService",
     )
     assert "rpc BindExecution" in registry.stdout
 

@@ -156,7 +156,7 @@ def test_the_unit_port_takes_only_the_registrys_own_tokens(tls_stack: Stack) -> 
     """Without a client certificate, a user's token (the gateway's to give) gets nothing."""
     tls = tls_stack.client_tls(None)
     with blocking_mesh_channel(tls_stack.registry_unit_target, tls) as channel:
-        stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
+        stub = registry_service_pb2_grpc.UnitLeaseServiceStub(channel)
         error = refused(
             lambda: stub.AcquireComputingUnit(
                 registry_service_pb2.AcquireComputingUnitRequest(),
@@ -332,7 +332,7 @@ def test_a_heartbeats_malformed_signing_request_is_invalid_argument_naming_it(
         computing_unit_id=unit.unit_id, certificate_signing_request=b"not a request"
     )
     with tls_stack.registry_unit_channel() as channel:
-        stub = registry_service_pb2_grpc.RegistryServiceStub(channel)
+        stub = registry_service_pb2_grpc.UnitLeaseServiceStub(channel)
         metadata = bearer(tls_stack.unit_credential(unit.unit_id))
         error = refused(lambda: stub.HeartbeatComputingUnit(request, metadata=metadata, timeout=30))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT

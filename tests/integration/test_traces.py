@@ -45,7 +45,7 @@ def test_an_execution_is_one_trace_from_the_gateway_to_the_first_page(stack: Sta
     found = spans()
     by_id = {s["span_id"]: s for s in found}
     names = {(s["service"], s["name"]) for s in found}
-    api, internal = "/texera.lake.v1.", "/texera.lake.internal.v1.RegistryService/"
+    api, internal = "/texera.lake.v1.", "/texera.lake.internal.v1.ExecutionLedgerService/"
     for expected in [
         ("gateway", f"{api}ExecutionService/SubmitExecution"),
         ("cu-service", f"{api}ExecutionService/SubmitExecution"),

@@ -37,7 +37,7 @@ SETTING = "TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS"
 
 @dataclass
 class Caller:
-    """A user calling one registry process's RegistryService and ComputingUnitService."""
+    """A user calling one registry process's internal services and ComputingUnitService."""
 
     stack: Stack
     part: str
@@ -60,7 +60,7 @@ class Caller:
 
     def acquire(self, unit_id: str) -> rs.UnitRegistration:
         request = rs.AcquireComputingUnitRequest(computing_unit_id=unit_id)
-        acquire = self.registry.ledger.AcquireComputingUnit
+        acquire = self.registry.leases.AcquireComputingUnit
         return acquire(request, metadata=self.registry.metadata, timeout=120).registration
 
     def bind_through(self, unit_id: str, warehouse_id: str) -> Any:

@@ -52,7 +52,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def heartbeat(stack: Stack, unit_id: str, credential: str) -> rs.HeartbeatComputingUnitResponse:
     unit = registry_as(stack, unit_id, credential, as_unit=True)
     beat: rs.HeartbeatComputingUnitResponse = unit.call(
-        unit.ledger.HeartbeatComputingUnit,
+        unit.leases.HeartbeatComputingUnit,
         rs.HeartbeatComputingUnitRequest(computing_unit_id=unit_id),
     )
     return beat
@@ -75,7 +75,7 @@ def test_a_taken_unit_credential_moves_nothing_and_ends_with_the_launch(stack: S
     hijack = computing_unit(stack, unit_id)
     error = refused(
         lambda: hijack.call(
-            hijack.ledger.RegisterComputingUnit,
+            hijack.leases.RegisterComputingUnit,
             rs.RegisterComputingUnitRequest(
                 computing_unit_id=unit_id, endpoint="127.0.0.1:9", capacity=1
             ),

@@ -48,7 +48,7 @@ class Heartbeats:
     def _beat(self) -> None:
         request = rs.HeartbeatComputingUnitRequest(computing_unit_id=self._unit.subject)
         while not self._stopped.wait(1.0):
-            self._unit.call(self._unit.ledger.HeartbeatComputingUnit, request)
+            self._unit.call(self._unit.leases.HeartbeatComputingUnit, request)
 
     def stop(self) -> None:
         self._stopped.set()

@@ -30,8 +30,8 @@ from service_runtime.propagation import service_channel
 from service_runtime.server import RunningServer, ServiceBinding, ServiceProcess
 from service_runtime.tls.authority import MeshAuthority
 from service_runtime.tls.caller_rules import (
+    REGISTRY_INTERNAL_SERVICES,
     REGISTRY_RULES,
-    REGISTRY_SERVICE,
     UNIT_RULES,
     CallerRules,
     caller_rules,
@@ -148,6 +148,7 @@ def registry_settings(mesh: MeshFiles) -> ServerSettings:
     )
 
 
+REGISTRY_SERVICE = REGISTRY_INTERNAL_SERVICES[0]
 REGISTRY_HANDLERS = {REGISTRY_SERVICE: _who, WAREHOUSE_SERVICE: _who}
 
 
@@ -267,11 +268,10 @@ def test_caller_rules_apply_only_where_client_certificates_are_required(
     assert caller_rules(ServerSettings(), REGISTRY_RULES) == []
 
 
-def test_the_rules_name_the_registrys_internal_service() -> None:
-    assert (
-        registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"].full_name
-        == REGISTRY_SERVICE
-    )
+def test_the_rules_name_the_registrys_internal_services() -> None:
+    assert set(REGISTRY_INTERNAL_SERVICES) == {
+        service.full_name for service in registry_service_pb2.DESCRIPTOR.services_by_name.values()
+    }
 
 
 def test_outgoing_tls_presents_the_served_certificate_unless_a_client_one_is_set(

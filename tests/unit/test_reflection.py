@@ -76,7 +76,7 @@ async def test_a_method_resolves_to_its_file_with_comments_and_imports(
 @pytest.mark.parametrize(
     "question",
     [
-        {"file_containing_symbol": "texera.lake.internal.v1.RegistryService"},
+        {"file_containing_symbol": "texera.lake.internal.v1.ExecutionLedgerService"},
         {"file_containing_symbol": "texera.lake.internal.v1.BindExecutionRequest"},
         {"file_by_filename": "texera/lake/internal/v1/registry_service.proto"},
     ],

@@ -45,7 +45,7 @@ async def _reader_of(registry: Registry) -> tuple[grpc.aio.Server, RegistryReade
         request_deserializer=rs.ResolveExecutionRequest.FromString,
         response_serializer=rs.ResolveExecutionResponse.SerializeToString,
     )
-    name = rs.DESCRIPTOR.services_by_name["RegistryService"].full_name
+    name = rs.DESCRIPTOR.services_by_name["ExecutionLedgerService"].full_name
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(name, {"ResolveExecution": resolve}),)
     )

@@ -38,7 +38,7 @@ REFUSED = {
 def _check(identity: Identity) -> None:
     reset = identity_var.set(identity)
     try:
-        check_registry_issued("texera.lake.internal.v1.RegistryService", Any)  # type: ignore[arg-type]
+        check_registry_issued("texera.lake.internal.v1.ExecutionLedgerService", Any)  # type: ignore[arg-type]
     finally:
         identity_var.reset(reset)
 
@@ -64,15 +64,15 @@ def test_the_unit_port_serves_without_client_certificates_on_its_own_port() -> N
         tls_allowed_peers="spiffe://texera-lake/gateway",
         metrics_port=9451,
     )
-    ledger = registry_service_pb2_grpc.RegistryServiceServicer()  # type: ignore[abstract]
+    ledger = registry_service_pb2_grpc.ExecutionLedgerServiceServicer()  # type: ignore[abstract]
     launches = UnitLaunches(db=object())  # type: ignore[arg-type]
-    [port] = unit_port(settings, ledger, object(), launches)  # type: ignore[arg-type]
+    [port] = unit_port(settings, [ledger], object(), launches)  # type: ignore[arg-type]
     assert port.settings.port == 50054
     assert port.settings.metrics_port == 0
     assert not port.settings.tls_require_client_certificate
     assert not port.settings.allowed_peers
     unset = replace(settings, unit_port=0)
-    assert unit_port(unset, ledger, object(), launches) == []  # type: ignore[arg-type]
+    assert unit_port(unset, [ledger], object(), launches) == []  # type: ignore[arg-type]
 
 
 def test_units_are_handed_the_registrys_ca_bundle(tmp_path: Path) -> None:

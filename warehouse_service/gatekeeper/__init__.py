@@ -1,7 +1,7 @@
 """The catalog gatekeeper: the Iceberg REST catalog as computing units see it.
 
 A unit never holds a catalog token of its own. For each execution it gets from the registry
-(RegistryService.OpenExecutionCatalog) a short-lived token naming the execution, its unit,
+(ExecutionCredentialService.OpenExecutionCatalog) a short-lived token naming the execution, its unit,
 its submitter and the source tables it reads, and the gatekeeper's address. The gatekeeper,
 served by the registry on a port of its own, takes only such tokens and lets each reach:
 

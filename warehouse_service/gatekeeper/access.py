@@ -1,4 +1,4 @@
-"""RegistryService.OpenExecutionCatalog: who may have an execution's catalog token, for which
+"""ExecutionCredentialService.OpenExecutionCatalog: who may have an execution's catalog token, for which
 source tables, and the binding that carries it."""
 
 from __future__ import annotations

@@ -26,13 +26,17 @@ if _version_not_supported:
     )
 
 
-class RegistryServiceStub:
+class ExecutionLedgerServiceStub:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
     user carry that user's token and are checked against the user's role on
     the warehouse concerned (its owner, or a member it was shared with); calls
     a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
     """
 
     def __init__(self, channel):
@@ -42,74 +46,43 @@ class RegistryServiceStub:
             channel: A grpc.Channel.
         """
         self.BindExecution = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/BindExecution',
+                '/texera.lake.internal.v1.ExecutionLedgerService/BindExecution',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
                 _registered_method=True)
         self.UpdateExecutionState = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/UpdateExecutionState',
+                '/texera.lake.internal.v1.ExecutionLedgerService/UpdateExecutionState',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
                 _registered_method=True)
         self.ResolveExecution = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/ResolveExecution',
+                '/texera.lake.internal.v1.ExecutionLedgerService/ResolveExecution',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
                 _registered_method=True)
         self.ResolveWarehouse = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/ResolveWarehouse',
+                '/texera.lake.internal.v1.ExecutionLedgerService/ResolveWarehouse',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
                 _registered_method=True)
         self.ListExecutionRecords = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/ListExecutionRecords',
+                '/texera.lake.internal.v1.ExecutionLedgerService/ListExecutionRecords',
                 request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
                 response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
                 _registered_method=True)
-        self.RegisterComputingUnit = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/RegisterComputingUnit',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
-                _registered_method=True)
-        self.HeartbeatComputingUnit = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/HeartbeatComputingUnit',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
-                _registered_method=True)
-        self.ListUnitRegistrations = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/ListUnitRegistrations',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
-                _registered_method=True)
-        self.AcquireComputingUnit = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
-                _registered_method=True)
-        self.IssueExecutionToken = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/IssueExecutionToken',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.FromString,
-                _registered_method=True)
-        self.VendTableCredentials = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/VendTableCredentials',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
-                _registered_method=True)
-        self.OpenExecutionCatalog = channel.unary_unary(
-                '/texera.lake.internal.v1.RegistryService/OpenExecutionCatalog',
-                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.SerializeToString,
-                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.FromString,
-                _registered_method=True)
 
 
-class RegistryServiceServicer:
+class ExecutionLedgerServiceServicer:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
     user carry that user's token and are checked against the user's role on
     the warehouse concerned (its owner, or a member it was shared with); calls
     a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
     """
 
     def BindExecution(self, request, context):
@@ -159,6 +132,227 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+
+def add_ExecutionLedgerServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'BindExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindExecution,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.SerializeToString,
+            ),
+            'UpdateExecutionState': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateExecutionState,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.SerializeToString,
+            ),
+            'ResolveExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveExecution,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.SerializeToString,
+            ),
+            'ResolveWarehouse': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveWarehouse,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.SerializeToString,
+            ),
+            'ListExecutionRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExecutionRecords,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'texera.lake.internal.v1.ExecutionLedgerService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('texera.lake.internal.v1.ExecutionLedgerService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ExecutionLedgerService:
+    """The warehouse registry's internal API, for computing units, the result
+    service and the gateway; the gateway does not expose it. Calls made for a
+    user carry that user's token and are checked against the user's role on
+    the warehouse concerned (its owner, or a member it was shared with); calls
+    a computing unit makes on its own account (state updates, heartbeats)
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
+    """
+
+    @staticmethod
+    def BindExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.ExecutionLedgerService/BindExecution',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateExecutionState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.ExecutionLedgerService/UpdateExecutionState',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.ExecutionLedgerService/ResolveExecution',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveWarehouse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.ExecutionLedgerService/ResolveWarehouse',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExecutionRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.ExecutionLedgerService/ListExecutionRecords',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class UnitLeaseServiceStub:
+    """Computing units' registrations and leases, and the unit a user submits to.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.RegisterComputingUnit = channel.unary_unary(
+                '/texera.lake.internal.v1.UnitLeaseService/RegisterComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
+                _registered_method=True)
+        self.HeartbeatComputingUnit = channel.unary_unary(
+                '/texera.lake.internal.v1.UnitLeaseService/HeartbeatComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
+                _registered_method=True)
+        self.ListUnitRegistrations = channel.unary_unary(
+                '/texera.lake.internal.v1.UnitLeaseService/ListUnitRegistrations',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+                _registered_method=True)
+        self.AcquireComputingUnit = channel.unary_unary(
+                '/texera.lake.internal.v1.UnitLeaseService/AcquireComputingUnit',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+                _registered_method=True)
+
+
+class UnitLeaseServiceServicer:
+    """Computing units' registrations and leases, and the unit a user submits to.
+    """
+
     def RegisterComputingUnit(self, request, context):
         """Internal, for units only. Registers a computing unit, or refreshes the registration of a
         restarted one, and starts its lease. A unit its launcher gave an address registers at
@@ -198,6 +392,183 @@ class RegistryServiceServicer:
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
+
+
+def add_UnitLeaseServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'RegisterComputingUnit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterComputingUnit,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.SerializeToString,
+            ),
+            'HeartbeatComputingUnit': grpc.unary_unary_rpc_method_handler(
+                    servicer.HeartbeatComputingUnit,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.SerializeToString,
+            ),
+            'ListUnitRegistrations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUnitRegistrations,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.SerializeToString,
+            ),
+            'AcquireComputingUnit': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireComputingUnit,
+                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
+                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'texera.lake.internal.v1.UnitLeaseService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('texera.lake.internal.v1.UnitLeaseService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class UnitLeaseService:
+    """Computing units' registrations and leases, and the unit a user submits to.
+    """
+
+    @staticmethod
+    def RegisterComputingUnit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.UnitLeaseService/RegisterComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HeartbeatComputingUnit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.UnitLeaseService/HeartbeatComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUnitRegistrations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.UnitLeaseService/ListUnitRegistrations',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireComputingUnit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/texera.lake.internal.v1.UnitLeaseService/AcquireComputingUnit',
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
+            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ExecutionCredentialServiceStub:
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.IssueExecutionToken = channel.unary_unary(
+                '/texera.lake.internal.v1.ExecutionCredentialService/IssueExecutionToken',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.FromString,
+                _registered_method=True)
+        self.VendTableCredentials = channel.unary_unary(
+                '/texera.lake.internal.v1.ExecutionCredentialService/VendTableCredentials',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
+                _registered_method=True)
+        self.OpenExecutionCatalog = channel.unary_unary(
+                '/texera.lake.internal.v1.ExecutionCredentialService/OpenExecutionCatalog',
+                request_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.SerializeToString,
+                response_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.FromString,
+                _registered_method=True)
+
+
+class ExecutionCredentialServiceServicer:
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
+    """
 
     def IssueExecutionToken(self, request, context):
         """Internal, for units only. Issues the token an execution's Spark tasks
@@ -239,53 +610,8 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_RegistryServiceServicer_to_server(servicer, server):
+def add_ExecutionCredentialServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'BindExecution': grpc.unary_unary_rpc_method_handler(
-                    servicer.BindExecution,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.SerializeToString,
-            ),
-            'UpdateExecutionState': grpc.unary_unary_rpc_method_handler(
-                    servicer.UpdateExecutionState,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.SerializeToString,
-            ),
-            'ResolveExecution': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveExecution,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.SerializeToString,
-            ),
-            'ResolveWarehouse': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveWarehouse,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.SerializeToString,
-            ),
-            'ListExecutionRecords': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListExecutionRecords,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.SerializeToString,
-            ),
-            'RegisterComputingUnit': grpc.unary_unary_rpc_method_handler(
-                    servicer.RegisterComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.SerializeToString,
-            ),
-            'HeartbeatComputingUnit': grpc.unary_unary_rpc_method_handler(
-                    servicer.HeartbeatComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.SerializeToString,
-            ),
-            'ListUnitRegistrations': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListUnitRegistrations,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.SerializeToString,
-            ),
-            'AcquireComputingUnit': grpc.unary_unary_rpc_method_handler(
-                    servicer.AcquireComputingUnit,
-                    request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.FromString,
-                    response_serializer=texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.SerializeToString,
-            ),
             'IssueExecutionToken': grpc.unary_unary_rpc_method_handler(
                     servicer.IssueExecutionToken,
                     request_deserializer=texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.FromString,
@@ -303,263 +629,16 @@ def add_RegistryServiceServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'texera.lake.internal.v1.RegistryService', rpc_method_handlers)
+            'texera.lake.internal.v1.ExecutionCredentialService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('texera.lake.internal.v1.RegistryService', rpc_method_handlers)
+    server.add_registered_method_handlers('texera.lake.internal.v1.ExecutionCredentialService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class RegistryService:
-    """The warehouse registry's internal API, for computing units, the result
-    service and the gateway; the gateway does not expose it. Calls made for a
-    user carry that user's token and are checked against the user's role on
-    the warehouse concerned (its owner, or a member it was shared with); calls
-    a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+class ExecutionCredentialService:
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
     """
-
-    @staticmethod
-    def BindExecution(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/BindExecution',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.BindExecutionResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UpdateExecutionState(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/UpdateExecutionState',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.UpdateExecutionStateResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ResolveExecution(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/ResolveExecution',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveExecutionResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ResolveWarehouse(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/ResolveWarehouse',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ResolveWarehouseResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListExecutionRecords(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/ListExecutionRecords',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListExecutionRecordsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RegisterComputingUnit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/RegisterComputingUnit',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.RegisterComputingUnitResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def HeartbeatComputingUnit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/HeartbeatComputingUnit',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.HeartbeatComputingUnitResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListUnitRegistrations(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/ListUnitRegistrations',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.ListUnitRegistrationsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def AcquireComputingUnit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/texera.lake.internal.v1.RegistryService/AcquireComputingUnit',
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitRequest.SerializeToString,
-            texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.AcquireComputingUnitResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def IssueExecutionToken(request,
@@ -575,7 +654,7 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.internal.v1.RegistryService/IssueExecutionToken',
+            '/texera.lake.internal.v1.ExecutionCredentialService/IssueExecutionToken',
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenRequest.SerializeToString,
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.IssueExecutionTokenResponse.FromString,
             options,
@@ -602,7 +681,7 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.internal.v1.RegistryService/VendTableCredentials',
+            '/texera.lake.internal.v1.ExecutionCredentialService/VendTableCredentials',
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsRequest.SerializeToString,
             texera_dot_lake_dot_internal_dot_v1_dot_execution__credentials__pb2.VendTableCredentialsResponse.FromString,
             options,
@@ -629,7 +708,7 @@ class RegistryService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/texera.lake.internal.v1.RegistryService/OpenExecutionCatalog',
+            '/texera.lake.internal.v1.ExecutionCredentialService/OpenExecutionCatalog',
             texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogRequest.SerializeToString,
             texera_dot_lake_dot_internal_dot_v1_dot_registry__service__pb2.OpenExecutionCatalogResponse.FromString,
             options,

@@ -27,19 +27,23 @@ class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ig
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
-class RegistryServiceStub:
+class ExecutionLedgerServiceStub:
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
     user carry that user's token and are checked against the user's role on
     the warehouse concerned (its owner, or a member it was shared with); calls
     a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
     """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
-    def __new__(cls, channel: _aio.Channel) -> RegistryServiceAsyncStub: ...
+    def __new__(cls, channel: _aio.Channel) -> ExecutionLedgerServiceAsyncStub: ...
     BindExecution: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.BindExecutionRequest, _registry_service_pb2.BindExecutionResponse]
     """Internal. Records that an execution writes into a warehouse. Called by
     the computing unit itself on behalf of the submitting user, who must be
@@ -65,65 +69,19 @@ class RegistryServiceStub:
     """Internal. Lists the executions of the user named in
     `x-texera-on-behalf-of`, newest first.
     """
-    RegisterComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]
-    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-    restarted one, and starts its lease. A unit its launcher gave an address registers at
-    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
-    """
-    HeartbeatComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]
-    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
-    unfinished executions are marked FAILED with reason
-    `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
-    and must register again.
-    """
-    ListUnitRegistrations: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]
-    """Lists the registrations of running computing units, for routing."""
-    AcquireComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]
-    """Returns a running computing unit the calling user may submit to: the
-    named one (owned by or shared with the user; any other answers
-    NOT_FOUND), or the user's default unit, created on first use. A stopped
-    unit is started again and the call waits for it within its deadline. A
-    unit whose registration says its workers are not confined
-    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
-    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
-    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
-    """
-    IssueExecutionToken: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]
-    """Internal, for units only. Issues the token an execution's Spark tasks
-    renew their storage credentials with (see VendTableCredentials), for an
-    unfinished execution bound to the calling unit. Calling again renews it.
-    """
-    VendTableCredentials: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]
-    """Internal, for execution tokens only. Vends fresh storage credentials for
-    one of the execution's own tables (results, runtime statistics, console
-    messages) while the execution has not ended, asking the catalog with the
-    registry's own token. Any other table answers NOT_FOUND
-    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
-    an ended execution answers PERMISSION_DENIED.
-    """
-    OpenExecutionCatalog: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]
-    """Internal, for units only. How one execution reaches its warehouse's
-    catalog: through the registry's catalog gatekeeper, with a short-lived
-    token that names the execution, its unit, its submitter and the source
-    tables it may read. The gatekeeper lets it create, load, commit and
-    purge the execution's own tables (while the execution has not ended) and
-    load the named source tables, read only; nothing else. Called while
-    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
-    on the warehouse is needed, and in a global catalog mode every source
-    must be a result of the submitter's own executions), and again by the
-    unit alone to renew the token of an execution bound to it that has not
-    ended (without source tables). In the global-sql mode the binding names
-    the SQL catalog, as ResolveWarehouse does.
-    """
 
 @_typing.type_check_only
-class RegistryServiceAsyncStub(RegistryServiceStub):
+class ExecutionLedgerServiceAsyncStub(ExecutionLedgerServiceStub):
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
     user carry that user's token and are checked against the user's role on
     the warehouse concerned (its owner, or a member it was shared with); calls
     a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -152,64 +110,18 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Internal. Lists the executions of the user named in
     `x-texera-on-behalf-of`, newest first.
     """
-    RegisterComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]  # type: ignore[assignment]
-    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
-    restarted one, and starts its lease. A unit its launcher gave an address registers at
-    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
-    """
-    HeartbeatComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]  # type: ignore[assignment]
-    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
-    unfinished executions are marked FAILED with reason
-    `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
-    and must register again.
-    """
-    ListUnitRegistrations: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]  # type: ignore[assignment]
-    """Lists the registrations of running computing units, for routing."""
-    AcquireComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]  # type: ignore[assignment]
-    """Returns a running computing unit the calling user may submit to: the
-    named one (owned by or shared with the user; any other answers
-    NOT_FOUND), or the user's default unit, created on first use. A stopped
-    unit is started again and the call waits for it within its deadline. A
-    unit whose registration says its workers are not confined
-    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
-    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
-    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
-    """
-    IssueExecutionToken: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]  # type: ignore[assignment]
-    """Internal, for units only. Issues the token an execution's Spark tasks
-    renew their storage credentials with (see VendTableCredentials), for an
-    unfinished execution bound to the calling unit. Calling again renews it.
-    """
-    VendTableCredentials: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]  # type: ignore[assignment]
-    """Internal, for execution tokens only. Vends fresh storage credentials for
-    one of the execution's own tables (results, runtime statistics, console
-    messages) while the execution has not ended, asking the catalog with the
-    registry's own token. Any other table answers NOT_FOUND
-    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
-    an ended execution answers PERMISSION_DENIED.
-    """
-    OpenExecutionCatalog: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]  # type: ignore[assignment]
-    """Internal, for units only. How one execution reaches its warehouse's
-    catalog: through the registry's catalog gatekeeper, with a short-lived
-    token that names the execution, its unit, its submitter and the source
-    tables it may read. The gatekeeper lets it create, load, commit and
-    purge the execution's own tables (while the execution has not ended) and
-    load the named source tables, read only; nothing else. Called while
-    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
-    on the warehouse is needed, and in a global catalog mode every source
-    must be a result of the submitter's own executions), and again by the
-    unit alone to renew the token of an execution bound to it that has not
-    ended (without source tables). In the global-sql mode the binding names
-    the SQL catalog, as ResolveWarehouse does.
-    """
 
-class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
+class ExecutionLedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     """The warehouse registry's internal API, for computing units, the result
     service and the gateway; the gateway does not expose it. Calls made for a
     user carry that user's token and are checked against the user's role on
     the warehouse concerned (its owner, or a member it was shared with); calls
     a computing unit makes on its own account (state updates, heartbeats)
-    carry a service token.
+    carry the unit's credential. Three services, one job each: the execution
+    ledger, computing units' leases, and executions' credentials.
+
+    The execution ledger: which execution writes into which warehouse, its
+    state and outputs, and how to reach a warehouse's catalog.
     """
 
     @_abc_1.abstractmethod
@@ -267,6 +179,71 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         `x-texera-on-behalf-of`, newest first.
         """
 
+def add_ExecutionLedgerServiceServicer_to_server(servicer: ExecutionLedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class UnitLeaseServiceStub:
+    """Computing units' registrations and leases, and the unit a user submits to."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> UnitLeaseServiceAsyncStub: ...
+    RegisterComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]
+    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
+    restarted one, and starts its lease. A unit its launcher gave an address registers at
+    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
+    """
+    HeartbeatComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]
+    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
+    unfinished executions are marked FAILED with reason
+    `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
+    and must register again.
+    """
+    ListUnitRegistrations: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]
+    """Lists the registrations of running computing units, for routing."""
+    AcquireComputingUnit: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]
+    """Returns a running computing unit the calling user may submit to: the
+    named one (owned by or shared with the user; any other answers
+    NOT_FOUND), or the user's default unit, created on first use. A stopped
+    unit is started again and the call waits for it within its deadline. A
+    unit whose registration says its workers are not confined
+    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
+    """
+
+@_typing.type_check_only
+class UnitLeaseServiceAsyncStub(UnitLeaseServiceStub):
+    """Computing units' registrations and leases, and the unit a user submits to."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    RegisterComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterComputingUnitRequest, _registry_service_pb2.RegisterComputingUnitResponse]  # type: ignore[assignment]
+    """Internal, for units only. Registers a computing unit, or refreshes the registration of a
+    restarted one, and starts its lease. A unit its launcher gave an address registers at
+    that address only (PERMISSION_DENIED otherwise, reason `UNIT_ENDPOINT_NOT_LAUNCHED`).
+    """
+    HeartbeatComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.HeartbeatComputingUnitRequest, _registry_service_pb2.HeartbeatComputingUnitResponse]  # type: ignore[assignment]
+    """Internal, for units only. Renews a computing unit's lease. When a lease lapses, the unit's
+    unfinished executions are marked FAILED with reason
+    `COMPUTING_UNIT_LOST`. A unit whose lease already lapsed gets NOT_FOUND
+    and must register again.
+    """
+    ListUnitRegistrations: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListUnitRegistrationsRequest, _registry_service_pb2.ListUnitRegistrationsResponse]  # type: ignore[assignment]
+    """Lists the registrations of running computing units, for routing."""
+    AcquireComputingUnit: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AcquireComputingUnitRequest, _registry_service_pb2.AcquireComputingUnitResponse]  # type: ignore[assignment]
+    """Returns a running computing unit the calling user may submit to: the
+    named one (owned by or shared with the user; any other answers
+    NOT_FOUND), or the user's default unit, created on first use. A stopped
+    unit is started again and the call waits for it within its deadline. A
+    unit whose registration says its workers are not confined
+    (RegisterComputingUnitRequest.workers_confined) answers anyone but its
+    owner FAILED_PRECONDITION (COMPUTING_UNIT_NOT_CONFINED), unless the
+    registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
+    """
+
+class UnitLeaseServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Computing units' registrations and leases, and the unit a user submits to."""
+
     @_abc_1.abstractmethod
     def RegisterComputingUnit(
         self,
@@ -314,6 +291,85 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         registry allows it (TEXERA_LAKE_WAREHOUSE_SHARE_UNCONFINED_UNITS).
         """
 
+def add_UnitLeaseServiceServicer_to_server(servicer: UnitLeaseServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class ExecutionCredentialServiceStub:
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> ExecutionCredentialServiceAsyncStub: ...
+    IssueExecutionToken: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]
+    """Internal, for units only. Issues the token an execution's Spark tasks
+    renew their storage credentials with (see VendTableCredentials), for an
+    unfinished execution bound to the calling unit. Calling again renews it.
+    """
+    VendTableCredentials: _grpc.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]
+    """Internal, for execution tokens only. Vends fresh storage credentials for
+    one of the execution's own tables (results, runtime statistics, console
+    messages) while the execution has not ended, asking the catalog with the
+    registry's own token. Any other table answers NOT_FOUND
+    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+    an ended execution answers PERMISSION_DENIED.
+    """
+    OpenExecutionCatalog: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]
+    """Internal, for units only. How one execution reaches its warehouse's
+    catalog: through the registry's catalog gatekeeper, with a short-lived
+    token that names the execution, its unit, its submitter and the source
+    tables it may read. The gatekeeper lets it create, load, commit and
+    purge the execution's own tables (while the execution has not ended) and
+    load the named source tables, read only; nothing else. Called while
+    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+    on the warehouse is needed, and in a global catalog mode every source
+    must be a result of the submitter's own executions), and again by the
+    unit alone to renew the token of an execution bound to it that has not
+    ended (without source tables). In the global-sql mode the binding names
+    the SQL catalog, as ResolveWarehouse does.
+    """
+
+@_typing.type_check_only
+class ExecutionCredentialServiceAsyncStub(ExecutionCredentialServiceStub):
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    IssueExecutionToken: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.IssueExecutionTokenRequest, _execution_credentials_pb2.IssueExecutionTokenResponse]  # type: ignore[assignment]
+    """Internal, for units only. Issues the token an execution's Spark tasks
+    renew their storage credentials with (see VendTableCredentials), for an
+    unfinished execution bound to the calling unit. Calling again renews it.
+    """
+    VendTableCredentials: _aio.UnaryUnaryMultiCallable[_execution_credentials_pb2.VendTableCredentialsRequest, _execution_credentials_pb2.VendTableCredentialsResponse]  # type: ignore[assignment]
+    """Internal, for execution tokens only. Vends fresh storage credentials for
+    one of the execution's own tables (results, runtime statistics, console
+    messages) while the execution has not ended, asking the catalog with the
+    registry's own token. Any other table answers NOT_FOUND
+    (TABLE_NOT_FOUND), whether it exists or not; another execution's id or
+    an ended execution answers PERMISSION_DENIED.
+    """
+    OpenExecutionCatalog: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.OpenExecutionCatalogRequest, _registry_service_pb2.OpenExecutionCatalogResponse]  # type: ignore[assignment]
+    """Internal, for units only. How one execution reaches its warehouse's
+    catalog: through the registry's catalog gatekeeper, with a short-lived
+    token that names the execution, its unit, its submitter and the source
+    tables it may read. The gatekeeper lets it create, load, commit and
+    purge the execution's own tables (while the execution has not ended) and
+    load the named source tables, read only; nothing else. Called while
+    serving the submission (with the submitter's token: WAREHOUSE_ROLE_WRITER
+    on the warehouse is needed, and in a global catalog mode every source
+    must be a result of the submitter's own executions), and again by the
+    unit alone to renew the token of an execution bound to it that has not
+    ended (without source tables). In the global-sql mode the binding names
+    the SQL catalog, as ResolveWarehouse does.
+    """
+
+class ExecutionCredentialServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Executions' own credentials: their tasks' token and storage credentials,
+    and their catalog through the registry's catalog gatekeeper.
+    """
+
     @_abc_1.abstractmethod
     def IssueExecutionToken(
         self,
@@ -359,4 +415,4 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         the SQL catalog, as ResolveWarehouse does.
         """
 
-def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+def add_ExecutionCredentialServiceServicer_to_server(servicer: ExecutionCredentialServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
