@@ -2,9 +2,9 @@
 the readers of data files (lake_tables.file_columns, lake_tables.scan_tasks) need, a
 transaction's staged updates (MetadataOnceTransaction), the strict metrics evaluation of a scan
 plan (all_rows_match), the REST client's HTTP session (AdaptedRestCatalog) and the SQL catalog's
-metadata writes and table rows (RememberingSqlCatalog, the development catalog's); checked
-against PYICEBERG_VERSION (a unit test fails when the installed version moves, so these are
-looked at again).
+metadata writes and tables (RememberingSqlCatalog and the ORM helpers, the development
+catalog's); checked against PYICEBERG_VERSION (a unit test fails when the installed version
+moves, so these are looked at again).
 
 SmallWritesFileIO is pyiceberg's Arrow FileIO with pyarrow's delayed open on S3, so a small
 file is one request instead of three, and (as StorageFileIO) S3 servers verified against the CA
@@ -36,7 +36,12 @@ from cachetools import LRUCache
 from pyarrow.fs import FileSystem
 from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.catalog.sql import (
+    IcebergNamespaceProperties,
+    IcebergTables,
+    SqlCatalog,
+    SqlCatalogBaseTable,
+)
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
 from pyiceberg.io import PY_IO_IMPL, FileIO
@@ -61,7 +66,7 @@ from pyiceberg.typedef import Identifier
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from requests import Session
 from requests.adapters import HTTPAdapter
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session as OrmSession
 from typing_extensions import override
 
@@ -204,6 +209,22 @@ class RememberingSqlCatalog(SqlCatalog):
         )
         with OrmSession(self.engine) as session:
             return session.scalar(query) is not None
+
+
+def create_sql_catalog_tables(engine: Engine) -> None:
+    """Creates the SQL catalog's own tables (of every catalog on engine) if missing."""
+    SqlCatalogBaseTable.metadata.create_all(engine)
+
+
+def sql_catalog_holds_anything(connection: Connection, catalog_name: str) -> bool:
+    """Whether the SQL catalog named catalog_name holds a table or a namespace's properties."""
+    for orm in (IcebergTables, IcebergNamespaceProperties):
+        count = connection.execute(
+            select(func.count()).select_from(orm).where(orm.catalog_name == catalog_name)
+        ).scalar_one()
+        if count:
+            return True
+    return False
 
 
 def positional_deletes(io: FileIO, task: FileScanTask) -> list[pa.ChunkedArray]:

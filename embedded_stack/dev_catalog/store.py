@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pyiceberg.catalog.sql import IcebergNamespaceProperties, IcebergTables, SqlCatalogBaseTable
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -36,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from embedded_stack.dev_catalog.errors import CatalogError, bad_request, conflict, not_found
 from embedded_stack.dev_catalog.model import S3Profile
+from lake_tables.pyiceberg_arrow import create_sql_catalog_tables, sql_catalog_holds_anything
 
 DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"
 ALL_FORMAT_VERSIONS = [1, 2, 3]
@@ -142,7 +142,7 @@ class CatalogStore:
                     "ADD COLUMN IF NOT EXISTS protected boolean NOT NULL DEFAULT false"
                 )
             )
-        SqlCatalogBaseTable.metadata.create_all(self._engine)
+        create_sql_catalog_tables(self._engine)
 
     def bootstrap(self) -> bool:
         """Marks the server bootstrapped; False if it already was."""
@@ -265,10 +265,6 @@ class CatalogStore:
                 raise not_found("WarehouseNotFound", f"Warehouse {warehouse_id} not found")
             if row.protected:
                 raise conflict("WarehouseProtected", "Warehouse is protected")
-            for orm in (IcebergTables, IcebergNamespaceProperties):
-                count = connection.execute(
-                    select(func.count()).select_from(orm).where(orm.catalog_name == warehouse_id)
-                ).scalar_one()
-                if count:
-                    raise CatalogError(409, "WarehouseNotEmpty", "Warehouse is not empty")
+            if sql_catalog_holds_anything(connection, warehouse_id):
+                raise CatalogError(409, "WarehouseNotEmpty", "Warehouse is not empty")
             connection.execute(_warehouses.delete().where(_warehouses.c.id == warehouse_id))
