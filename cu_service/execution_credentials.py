@@ -3,7 +3,7 @@
 Tasks run in the same Python workers as users' functions, so whatever they hold, users' code
 can find. They hold no catalog token: the driver asks the registry for the execution's own
 token (good only for ExecutionCredentialService.VendTableCredentials, for this execution's tables, while
-it runs; see warehouse_service.execution_tokens) and each task carries that, with the
+it runs; see warehouse_service.internal.execution_tokens) and each task carries that, with the
 registry's address and the table it writes, and calls the registry over gRPC when its
 credentials near their end.
 

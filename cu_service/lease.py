@@ -7,7 +7,7 @@ Any other failure (the registry, or its database, unreachable) is only logged:
 heartbeats go on at their interval, however long the outage, and nothing here
 gives up, cancels or registers again; once the registry is back it records the
 next heartbeat, and holds its lease sweep long enough for it (see
-warehouse_service.leases). A heartbeat the registry refuses with NOT_FOUND means
+warehouse_service.background.leases). A heartbeat the registry refuses with NOT_FOUND means
 the lease did lapse (the unit could not reach the registry for a lease, say) and
 the registry has failed this unit's unfinished executions: they are cancelled
 here too, and the unit registers again.

@@ -69,7 +69,7 @@ from service_runtime.tls.mesh_client import MeshClientTls, blocking_mesh_channel
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.settings import WarehouseServiceSettings
-from warehouse_service.unit_credentials import UnitCredentials
+from warehouse_service.units.unit_credentials import UnitCredentials
 
 #: The registry's client id at the development catalog.
 CATALOG_CLIENT_ID = "texera-lake-registry"

@@ -7,7 +7,7 @@ stack's CA, with their caller rules on; every service calls the others over TLS 
 own certificate. The registry gets an issuer for computing units' certificates (an intermediate
 of the stack's CA, constrained to units' names): units serve mutual TLS with certificates of
 their own, taking users' calls from the gateway's certificate alone, and reach the registry on
-its unit port (see warehouse_service.unit_port).
+its unit port (see warehouse_service.units.unit_port).
 """
 
 from __future__ import annotations

@@ -19,37 +19,37 @@ from service_runtime.tls.peers import CallCheck
 from service_runtime.tls.server_credentials import CertificateFiles
 from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse, wiring
-from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.api.computing_units import ComputingUnitServicer
+from warehouse_service.api.execution_deletion import ExecutionDeletionServicer
+from warehouse_service.api.retention import RetentionLoop, RetentionServicer
+from warehouse_service.api.warehouses import WarehouseServicer
+from warehouse_service.background.cleaner import ExecutionPurge
+from warehouse_service.background.due_work import Pacing
+from warehouse_service.background.leases import LeaseSweep
+from warehouse_service.background.maintenance import TableMaintenance
+from warehouse_service.background.queue_worker import QueueWorker
+from warehouse_service.background.reader_grants import grant_existing
+from warehouse_service.background.usage_meter import UsageMeter
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.catalog_modes import CatalogMode
-from warehouse_service.cleaner import ExecutionPurge
-from warehouse_service.computing_units import ComputingUnitServicer
-from warehouse_service.db import Database
-from warehouse_service.due_work import Pacing
-from warehouse_service.execution_credential_service import ExecutionCredentialServicer
-from warehouse_service.execution_deletion import ExecutionDeletionServicer
-from warehouse_service.execution_tokens import ExecutionTokens
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.gatekeeper.app import Gatekeeper
 from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import GatekeeperTokens
-from warehouse_service.leases import LeaseSweep
-from warehouse_service.ledger import LedgerServicer
-from warehouse_service.maintenance import TableMaintenance
+from warehouse_service.internal.execution_credential_service import ExecutionCredentialServicer
+from warehouse_service.internal.execution_tokens import ExecutionTokens
+from warehouse_service.internal.ledger import LedgerServicer
+from warehouse_service.internal.unit_lease_service import UnitLeaseServicer
 from warehouse_service.mode_rules import rules_for
-from warehouse_service.queue_worker import QueueWorker
-from warehouse_service.reader_grants import grant_existing
-from warehouse_service.retention import RetentionLoop, RetentionServicer
 from warehouse_service.settings import WarehouseServiceSettings
-from warehouse_service.sql_catalog_tables import SqlCatalogTables
-from warehouse_service.unit_certificates import UnitCertificates
-from warehouse_service.unit_credentials import UnitCredentials
-from warehouse_service.unit_launches import UnitLaunches
-from warehouse_service.unit_lease_service import UnitLeaseServicer
-from warehouse_service.unit_port import unit_port, unit_trust
-from warehouse_service.unit_supervisor import UnitSupervisor, unit_settings
-from warehouse_service.usage_meter import UsageMeter
-from warehouse_service.warehouses import WarehouseServicer
-from warehouse_service.work_queue import Queue
+from warehouse_service.store.db import Database
+from warehouse_service.store.unit_launches import UnitLaunches
+from warehouse_service.store.work_queue import Queue
+from warehouse_service.units.unit_certificates import UnitCertificates
+from warehouse_service.units.unit_credentials import UnitCredentials
+from warehouse_service.units.unit_port import unit_port, unit_trust
+from warehouse_service.units.unit_supervisor import UnitSupervisor, unit_settings
 
 
 def build() -> ServiceProcess:

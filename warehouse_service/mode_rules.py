@@ -19,11 +19,12 @@ import grpc
 
 from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service import memberships, records
+from warehouse_service.api import records
+from warehouse_service.api.permissions import Role
 from warehouse_service.catalog_modes import CatalogMode
-from warehouse_service.db import Connection
-from warehouse_service.permissions import Role
 from warehouse_service.platform_warehouse import PLATFORM_WAREHOUSE_ID, platform_row
+from warehouse_service.store import memberships
+from warehouse_service.store.db import Connection
 
 #: ErrorInfo reason of a warehouse management call that the global modes do not have.
 CATALOG_MODE_GLOBAL = "CATALOG_MODE_GLOBAL"

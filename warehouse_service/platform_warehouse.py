@@ -19,7 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from catalog_map.platform import PlatformWarehouseSettings
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
-from warehouse_service.db import Connection
+from warehouse_service.store.db import Connection
 
 log = logging.getLogger("warehouse_service.platform_warehouse")
 

@@ -17,7 +17,7 @@ from service_runtime.config import (
 )
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.base import LAUNCHERS
-from warehouse_service import delete_profile
+from warehouse_service.catalog import delete_profile
 from warehouse_service.catalog_modes import CatalogMode
 
 #: Scope of a warehouse's token in the catalog's token exchange: its catalog id and read or

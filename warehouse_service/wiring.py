@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime
 import ssl
 
-from warehouse_service import delete_profile
-from warehouse_service.catalog_client import CatalogClient
-from warehouse_service.catalog_oauth import OAuthClient
-from warehouse_service.db_tls import database_ssl
+from warehouse_service.catalog import delete_profile
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.catalog_oauth import OAuthClient
 from warehouse_service.settings import WarehouseServiceSettings
-from warehouse_service.unit_certificates import UnitCertificates
+from warehouse_service.store.db_tls import database_ssl
+from warehouse_service.units.unit_certificates import UnitCertificates
 
 
 def catalog_client(settings: WarehouseServiceSettings) -> CatalogClient:
@@ -48,7 +48,7 @@ def _oauth_client(
 
 
 def database_ssl_context(settings: WarehouseServiceSettings) -> ssl.SSLContext | None:
-    """TLS to the registry's database (warehouse_service.db_tls)."""
+    """TLS to the registry's database (warehouse_service.store.db_tls)."""
     return database_ssl(settings.database_url, settings.database_tls, settings.database_ca_file)
 
 

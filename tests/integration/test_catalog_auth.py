@@ -34,8 +34,8 @@ from tests.integration.mesh import (
 )
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service.catalog_client import CatalogClient
-from warehouse_service.catalog_oauth import OAuthClient
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.catalog_oauth import OAuthClient
 
 pytestmark = pytest.mark.integration
 

@@ -361,7 +361,7 @@ def _in_database(stack: Stack, query: str, *args: Any) -> Any:
 def test_a_lease_that_lapses_under_the_sweeps_hold_is_swept_once_the_hold_passed(
     stack: Stack, alice: RegistryClient, warehouse_id: str, unit: RegistryClient
 ) -> None:
-    """What follows an outage of the registry's database (see warehouse_service.leases): a
+    """What follows an outage of the registry's database (see warehouse_service.background.leases): a
     hold, during which neither the sweep nor the unit supervisor takes a lapsed lease for a
     lost unit; once it has passed, the unit is lost as any other."""
     execution_id = new_id()

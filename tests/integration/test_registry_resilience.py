@@ -37,9 +37,9 @@ from texera.lake.v1 import (
     warehouse_pb2,
     warehouse_service_pb2,
 )
-from warehouse_service.db import DATABASE_UNAVAILABLE
-from warehouse_service.migrate import migrate, migrations
-from warehouse_service.warehouses import catalog_name, derived_warehouse_id
+from warehouse_service.api.warehouses import catalog_name, derived_warehouse_id
+from warehouse_service.store.db import DATABASE_UNAVAILABLE
+from warehouse_service.store.migrate import migrate, migrations
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ws = warehouse_service_pb2

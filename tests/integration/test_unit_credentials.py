@@ -27,8 +27,8 @@ from tests.integration.mesh import computing_unit, eventually, reason_of, refuse
 from tests.integration.people import person
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2
-from warehouse_service.unit_credentials import UnitCredentials
-from warehouse_service.unit_launches import GENERATION_CLAIM
+from warehouse_service.store.unit_launches import GENERATION_CLAIM
+from warehouse_service.units.unit_credentials import UnitCredentials
 
 pytestmark = pytest.mark.integration
 rs = registry_service_pb2

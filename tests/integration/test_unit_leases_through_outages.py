@@ -4,7 +4,7 @@ a computing unit of their own.
 
 While the database is down no heartbeat can be recorded and every lease lapses; the units
 heartbeat on, and the registry holds its lease sweep for a full lease once the database is
-back (warehouse_service.leases), so their next heartbeats renew the leases before any sweep:
+back (warehouse_service.background.leases), so their next heartbeats renew the leases before any sweep:
 every execution succeeds, with every row exactly once and nothing purged. The units' commits
 retry the catalog for longer than the outages (RETRY_WINDOW).
 """

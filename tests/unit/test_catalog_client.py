@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 
 from tests.loopback_http import served
-from warehouse_service.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
-from warehouse_service.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
+from warehouse_service.api.warehouses import catalog_failure
+from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
 from warehouse_service.settings import WAREHOUSE_SCOPE
-from warehouse_service.warehouses import catalog_failure
 
 LISTING = {"warehouses": [{"name": "w", "id": "1"}]}
 

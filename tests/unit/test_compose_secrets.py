@@ -222,7 +222,7 @@ def test_the_units_issuer_signs_units_names_only(written: Written) -> None:
     ]
     basic = issuer_certificate.extensions.get_extension_for_class(x509.BasicConstraints).value
     assert (basic.ca, basic.path_length) == (True, 0)
-    # What the registry issues from it (as warehouse_service.unit_certificates does) verifies
+    # What the registry issues from it (as warehouse_service.units.unit_certificates does) verifies
     # for a unit's name, and a certificate it signs for a service's name does not.
     private = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
     assert isinstance(private, ec.EllipticCurvePrivateKey)

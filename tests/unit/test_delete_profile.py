@@ -10,8 +10,8 @@ from aiohttp import web
 from service_runtime.config import ConfigError
 from tests.loopback_http import served
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service import delete_profile
-from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.catalog import delete_profile
+from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.settings import WarehouseServiceSettings
 
 

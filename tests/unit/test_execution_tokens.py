@@ -30,7 +30,7 @@ from service_runtime.internal_tokens import (
     public_key_text,
     trusted_issuers,
 )
-from warehouse_service.execution_tokens import (
+from warehouse_service.internal.execution_tokens import (
     RENEW_TABLE_CREDENTIALS,
     ExecutionTokens,
     check_grant,

@@ -16,7 +16,7 @@ from aiohttp import web
 from lake_tables.naming import EXECUTION_ID, result_table
 from service_runtime.internal_tokens import generate_private_key
 from tests.loopback_http import served
-from warehouse_service.catalog_client import CatalogClient
+from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.gatekeeper.app import Gatekeeper
 from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens

@@ -2,7 +2,7 @@
 until a full lease after it is back, so the units that heartbeat on through an outage keep
 their executions; units that are really gone are swept once that lease has passed.
 
-The sweep (warehouse_service.leases) and the pool's outage accounting (warehouse_service.db)
+The sweep (warehouse_service.background.leases) and the pool's outage accounting (warehouse_service.store.db)
 are the real ones; the database under them is a model of the sweep's two statements, on a
 clock the test moves (its now()). tests/integration/test_lease_sweep.py runs the statements
 on PostgreSQL.
@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 import pytest
 
 from service_runtime.errors import ServiceError
-from warehouse_service import leases
-from warehouse_service.db import Database
-from warehouse_service.leases import LeaseSweep
+from warehouse_service.background import leases
+from warehouse_service.background.leases import LeaseSweep
+from warehouse_service.store.db import Database
 
 LEASE = 10.0
 

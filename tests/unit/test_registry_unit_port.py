@@ -1,4 +1,4 @@
-"""The registry's unit port (warehouse_service.unit_port) and the embedded stack's TLS mode
+"""The registry's unit port (warehouse_service.units.unit_port) and the embedded stack's TLS mode
 (embedded_stack.tls): who the port takes calls from, what units are handed to verify the
 registry, and the certificates and settings the stack makes."""
 
@@ -20,8 +20,8 @@ from service_runtime.errors import ServiceError
 from service_runtime.tls.identity import service_identity
 from texera.lake.internal.v1 import registry_service_pb2_grpc
 from warehouse_service.settings import WarehouseServiceSettings
-from warehouse_service.unit_launches import UnitLaunches
-from warehouse_service.unit_port import check_registry_issued, unit_port, unit_trust
+from warehouse_service.store.unit_launches import UnitLaunches
+from warehouse_service.units.unit_port import check_registry_issued, unit_port, unit_trust
 
 UNIT = Identity("cu-a", UNIT_ROLE, "unit-credential")
 TAKEN = {

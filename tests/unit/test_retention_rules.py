@@ -10,7 +10,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from lake_tables.orphans import expiry_commit, object_key, orphans, superseded_snapshots
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import retention_service_pb2 as rs
-from warehouse_service.retention import check_policy
+from warehouse_service.api.retention import check_policy
 
 WAREHOUSE = "0191b7c2-2e1c-7d1a-9b0e-3f7c2a1d4e5f"
 

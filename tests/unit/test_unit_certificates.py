@@ -34,7 +34,7 @@ from tests.unit.tls_files import (
     tls_server,
     who_am_i,
 )
-from warehouse_service.unit_certificates import REQUEST_FIELD, UnitCertificates
+from warehouse_service.units.unit_certificates import REQUEST_FIELD, UnitCertificates
 
 UNIT = "cu-Held_1"
 MINUTE = datetime.timedelta(seconds=60)

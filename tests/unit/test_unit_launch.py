@@ -10,7 +10,7 @@ import pytest
 from unit_launcher.base import UnitSpec
 from unit_launcher.factory import launcher_named
 from unit_launcher.process import ProcessLauncher
-from warehouse_service.unit_supervisor import unit_settings
+from warehouse_service.units.unit_supervisor import unit_settings
 
 SECRET = "s" * 40
 

@@ -1,4 +1,4 @@
-"""Which launch of a unit is current (warehouse_service.unit_launches): a credential of the
+"""Which launch of a unit is current (warehouse_service.store.unit_launches): a credential of the
 current launch is taken, remembered for a moment; any other is refused, and a launch that has
 just begun is never refused for what an earlier read said.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from warehouse_service.unit_launches import UnitLaunches
+from warehouse_service.store.unit_launches import UnitLaunches
 
 
 class Rows:

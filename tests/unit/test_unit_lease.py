@@ -21,7 +21,7 @@ from service_runtime.tls.authority import MeshAuthority
 from service_runtime.tls.held_certificate import HeldCertificate
 from service_runtime.tls.identity import UNIT_DOMAIN
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service.unit_certificates import UnitCertificates
+from warehouse_service.units.unit_certificates import UnitCertificates
 
 QUICK = RetryPolicy(
     window_seconds=float("inf"), first_wait_seconds=0.001, longest_wait_seconds=0.01

@@ -14,7 +14,7 @@ from service_runtime.auth import USER_ROLE, Identity
 from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
 from texera.lake.v1 import computing_unit_service_pb2 as cus
-from warehouse_service.computing_units import ComputingUnitServicer
+from warehouse_service.api.computing_units import ComputingUnitServicer
 
 UNIT = "cu-0123456789abcdef"
 

@@ -10,13 +10,13 @@ from service_runtime.auth import Identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from service_runtime.identifiers import check_identifier
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service import records
-from warehouse_service.db import Database
+from warehouse_service.api import records
+from warehouse_service.api.permissions import Role
+from warehouse_service.api.validation import check_uuid
 from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens, TableName
 from warehouse_service.mode_rules import ModeRules
-from warehouse_service.permissions import Role
-from warehouse_service.validation import check_uuid
+from warehouse_service.store.db import Database
 
 rs = registry_service_pb2
 #: Source tables one execution may name.

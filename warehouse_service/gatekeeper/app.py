@@ -17,7 +17,8 @@ from cachetools import LRUCache
 
 from service_runtime.auth import AuthenticationError
 from service_runtime.iceberg_errors import iceberg_error
-from warehouse_service.catalog_client import (
+from warehouse_service.api.records import TERMINAL_STATES
+from warehouse_service.catalog.catalog_client import (
     CatalogClient,
     CatalogError,
     CatalogUnavailable,
@@ -27,7 +28,6 @@ from warehouse_service.gatekeeper import rules
 from warehouse_service.gatekeeper.rules import Kind, Refused, Route, forbidden, no_such_table
 from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens
-from warehouse_service.records import TERMINAL_STATES
 
 log = logging.getLogger("warehouse_service.gatekeeper")
 

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from warehouse_service.db import Database
 from warehouse_service.gatekeeper.tokens import TableName
+from warehouse_service.store.db import Database
 
 
 class GatekeeperStore:

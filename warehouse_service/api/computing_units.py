@@ -1,0 +1,262 @@
+"""ComputingUnitService: users' own computing units, and whom they are shared with.
+
+Every method is scoped to the caller: a unit the caller neither owns nor was
+given answers NOT_FOUND; changing a unit (delete, share) is its owner's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import grpc
+
+from service_runtime.callers import require_user
+from service_runtime.errors import (
+    FieldViolation,
+    FieldViolations,
+    Resource,
+    ServiceError,
+    invalid_argument,
+    not_found,
+)
+from service_runtime.identifiers import check_identifier
+from service_runtime.pagination import PageTokens, fingerprint, page_size
+from texera.lake.v1 import computing_unit_service_pb2, computing_unit_service_pb2_grpc
+from warehouse_service.api import records
+from warehouse_service.api.validation import (
+    check_display_name,
+    check_request_id,
+    check_user_id,
+)
+from warehouse_service.store.db import Connection, Database, present
+from warehouse_service.units.unit_supervisor import UnitSupervisor, new_unit_id, usable_unit
+
+log = logging.getLogger("warehouse_service.api.computing_units")
+cus = computing_unit_service_pb2
+MAX_CORES = 64
+MEMORY_MIB = (512, 262_144)
+
+
+def _owner_only(unit_id: str) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"only the owner of computing unit {unit_id} may change it",
+    )
+
+
+class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitServiceServicer):
+    def __init__(self, db: Database, supervisor: UnitSupervisor, page_token_key: str) -> None:
+        self._db = db
+        self._supervisor = supervisor
+        self._page_tokens = PageTokens(page_token_key, "owned-computing-units")
+
+    async def _shown(
+        self, connection: Connection, row: asyncpg.Record, viewer: str
+    ) -> cus.ComputingUnit:
+        shared: Sequence[str] = []
+        if row["owner_user_id"] == viewer:
+            shared = [
+                r["user_id"]
+                for r in await connection.fetch(
+                    "SELECT user_id FROM unit_shares WHERE unit_id = $1", row["unit_id"]
+                )
+            ]
+        confined = await _workers_confined(connection, row["unit_id"])
+        return records.owned_unit(row, shared, workers_confined=bool(confined))
+
+    async def _visible(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
+        violations = FieldViolations()
+        check_identifier(violations, unit_id, "computing_unit_id")
+        violations.raise_if_any()
+        row = await usable_unit(connection, unit_id, user)
+        if row is None:
+            raise not_found(Resource.COMPUTING_UNIT, unit_id)
+        return row
+
+    async def _owned(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
+        row = await self._visible(connection, unit_id, user)
+        if row["owner_user_id"] != user:
+            raise _owner_only(unit_id)
+        return row
+
+    async def CreateComputingUnit(
+        self, request: cus.CreateComputingUnitRequest, context: Any
+    ) -> cus.CreateComputingUnitResponse:
+        owner = require_user().user_id
+        unit = request.computing_unit
+        violations = FieldViolations()
+        check_display_name(violations, unit.display_name, "computing_unit.display_name")
+        violations.check(
+            1 <= unit.cores <= MAX_CORES, "computing_unit.cores", f"must be 1 to {MAX_CORES}"
+        )
+        violations.check(
+            MEMORY_MIB[0] <= unit.memory_mib <= MEMORY_MIB[1],
+            "computing_unit.memory_mib",
+            f"must be {MEMORY_MIB[0]} to {MEMORY_MIB[1]}",
+        )
+        check_request_id(violations, request.request_id)
+        violations.raise_if_any()
+        content = fingerprint(unit.display_name, unit.cores, unit.memory_mib)
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                """
+                INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, state,
+                                   create_request_id, request_fingerprint)
+                VALUES ($1, $2, $3, $4, $5, 'PROVISIONING', $6, $7)
+                ON CONFLICT (owner_user_id, create_request_id) DO NOTHING
+                RETURNING *
+                """,
+                new_unit_id(),
+                owner,
+                unit.display_name,
+                unit.cores,
+                unit.memory_mib,
+                request.request_id.lower() or None,
+                content,
+            )
+            created = row is not None
+            if row is None:  # the same request_id created one already
+                row = present(
+                    await connection.fetchrow(
+                        "SELECT * FROM units WHERE owner_user_id = $1 AND create_request_id = $2",
+                        owner,
+                        request.request_id.lower(),
+                    )
+                )
+                if row["request_fingerprint"] != content:
+                    raise invalid_argument(
+                        [FieldViolation("request_id", "was already used for a different unit")]
+                    )
+            shown = await self._shown(connection, row, owner)
+        if created:
+            log.info("computing unit created", extra={"unit_id": row["unit_id"]})
+            self._supervisor.launch_soon(row["unit_id"])
+        return cus.CreateComputingUnitResponse(computing_unit=shown)
+
+    async def GetComputingUnit(
+        self, request: cus.GetComputingUnitRequest, context: Any
+    ) -> cus.GetComputingUnitResponse:
+        user = require_user().user_id
+        async with self._db.connection() as connection:
+            row = await self._visible(connection, request.computing_unit_id, user)
+            return cus.GetComputingUnitResponse(
+                computing_unit=await self._shown(connection, row, user)
+            )
+
+    async def ListComputingUnits(
+        self, request: cus.ListComputingUnitsRequest, context: Any
+    ) -> cus.ListComputingUnitsResponse:
+        user = require_user().user_id
+        limit = page_size(request.page_size, default=50, maximum=500)
+        request_fingerprint = fingerprint(user)
+        after: tuple[datetime | None, str | None] = (None, None)
+        if request.page_token:
+            position = self._page_tokens.read(request.page_token, request_fingerprint)
+            after = (datetime.fromisoformat(position["t"]), position["id"])
+        async with self._db.connection() as connection:
+            rows = await connection.fetch(
+                """
+                SELECT * FROM units u
+                WHERE state <> 'DELETED'
+                  AND (owner_user_id = $1 OR EXISTS (
+                        SELECT 1 FROM unit_shares s WHERE s.unit_id = u.unit_id AND s.user_id = $1))
+                  AND ($2::timestamptz IS NULL OR (created_at, unit_id) > ($2, $3::text))
+                ORDER BY created_at, unit_id
+                LIMIT $4
+                """,
+                user,
+                after[0],
+                after[1],
+                limit + 1,
+            )
+            page = rows[:limit]
+            units = [await self._shown(connection, row, user) for row in page]
+        token = ""
+        if len(rows) > limit:
+            last = page[-1]
+            token = self._page_tokens.issue(
+                {"t": last["created_at"].isoformat(), "id": last["unit_id"]}, request_fingerprint
+            )
+        return cus.ListComputingUnitsResponse(computing_units=units, next_page_token=token)
+
+    async def DeleteComputingUnit(
+        self, request: cus.DeleteComputingUnitRequest, context: Any
+    ) -> cus.DeleteComputingUnitResponse:
+        user = require_user().user_id
+        async with self._db.connection() as connection:
+            try:
+                await self._owned(connection, request.computing_unit_id, user)
+            except ServiceError as exc:
+                if request.allow_missing and exc.code == grpc.StatusCode.NOT_FOUND:
+                    return cus.DeleteComputingUnitResponse()
+                raise
+        cancelled = await self._supervisor.delete(request.computing_unit_id, force=request.force)
+        return cus.DeleteComputingUnitResponse(cancelled_execution_ids=cancelled)
+
+    async def ShareComputingUnit(
+        self, request: cus.ShareComputingUnitRequest, context: Any
+    ) -> cus.ShareComputingUnitResponse:
+        return cus.ShareComputingUnitResponse(
+            computing_unit=await self._change_share(request, share=True)
+        )
+
+    async def UnshareComputingUnit(
+        self, request: cus.UnshareComputingUnitRequest, context: Any
+    ) -> cus.UnshareComputingUnitResponse:
+        return cus.UnshareComputingUnitResponse(
+            computing_unit=await self._change_share(request, share=False)
+        )
+
+    async def _change_share(
+        self,
+        request: cus.ShareComputingUnitRequest | cus.UnshareComputingUnitRequest,
+        *,
+        share: bool,
+    ) -> cus.ComputingUnit:
+        user = require_user().user_id
+        # Both identifiers at once, before the database: one INVALID_ARGUMENT names every bad
+        # field, as ShareWarehouse does (a user id as check_member checks a member's).
+        violations = FieldViolations()
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        check_user_id(violations, request.user_id, "user_id")
+        violations.raise_if_any()
+        async with self._db.transaction() as connection:
+            row = await self._owned(connection, request.computing_unit_id, user)
+            if share:
+                if request.user_id == user:
+                    raise invalid_argument([FieldViolation("user_id", "is the unit's owner")])
+                # A unit that never registered may be shared: acquiring it checks the
+                # registration it makes once started.
+                self._supervisor.check_confined(
+                    row, request.user_id, await _workers_confined(connection, row["unit_id"])
+                )
+                await connection.execute(
+                    "INSERT INTO unit_shares (unit_id, user_id) VALUES ($1, $2) "
+                    "ON CONFLICT DO NOTHING",
+                    row["unit_id"],
+                    request.user_id,
+                )
+            else:
+                await connection.execute(
+                    "DELETE FROM unit_shares WHERE unit_id = $1 AND user_id = $2",
+                    row["unit_id"],
+                    request.user_id,
+                )
+            log.info(
+                "computing unit shared" if share else "computing unit unshared",
+                extra={"unit_id": row["unit_id"], "other_user_id": request.user_id},
+            )
+            return await self._shown(connection, row, user)
+
+
+async def _workers_confined(connection: Connection, unit_id: str) -> bool | None:
+    """Whether the unit's latest registration said its workers are confined; None if it never
+    registered."""
+    confined: bool | None = await connection.fetchval(
+        "SELECT workers_confined FROM computing_units WHERE computing_unit_id = $1", unit_id
+    )
+    return confined

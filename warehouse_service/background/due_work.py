@@ -1,0 +1,52 @@
+"""What the registry's background workers (cleaner, usage meter) share: working what is due
+in batches, and when an attempt that failed is due again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from service_runtime.errors import ServiceError
+
+log = logging.getLogger("warehouse_service.background.due_work")
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How a worker takes its due items: up to batch at a time, each held for hold_seconds
+    (so that another replica of the registry does not take it meanwhile), a new look every
+    interval_seconds, and a failed item tried again after waits that double from
+    interval_seconds up to max_backoff_seconds."""
+
+    interval_seconds: float
+    max_backoff_seconds: float
+    batch: int = 20
+    hold_seconds: float = 300.0
+
+
+async def work_forever(step: Callable[[], Awaitable[int]], pacing: Pacing, what: str) -> None:
+    """Runs step (which works up to a batch of due items and says how many) again and again:
+    at once after a full batch, since more are likely due, else after the interval. A
+    database outage skips a round."""
+    while True:
+        taken = 0
+        try:
+            taken = await step()
+        except ServiceError:
+            log.warning("%s skipped: the database is unavailable", what)
+        if taken < pacing.batch:
+            await asyncio.sleep(pacing.interval_seconds)
+
+
+def retry_at(attempts_column: str) -> str:
+    """SQL for when a failed attempt is due again: after waits that double from $3 seconds
+    with every attempt counted in attempts_column, up to $4 seconds."""
+    return f"now() + make_interval(secs => least($4, $3 * power(2, least({attempts_column}, 30))))"
+
+
+def failure_text(exc: BaseException, expected: type[BaseException]) -> str:
+    """What to record of a failed attempt: an expected failure's message (written with no
+    secret in it), else only the kind of the unexpected error."""
+    return str(exc) if isinstance(exc, expected) else f"unexpected {type(exc).__name__}"

@@ -1,0 +1,60 @@
+"""Work on an execution's tables through the catalog and storage, failing as the queues
+expect (see queue_worker): a refusal or an outage is WorkFailed, retried later; a table that
+is not there is not an error, since every step may be repeated after a crash."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import asyncpg
+
+from lake_tables.uncommitted import UnsafeLocation
+from service_runtime.endpoint_guard import EndpointRefused
+from warehouse_service.background.queue_worker import WorkFailed
+from warehouse_service.catalog.catalog_client import CatalogError, CatalogUnavailable
+
+
+class ExecutionTables(Protocol):
+    """The catalog calls made on an execution's tables: CatalogClient's over the REST
+    catalog, or SqlCatalogTables' over global-sql's SQL catalog."""
+
+    async def prefix(self, warehouse_name: str) -> str: ...
+    async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]: ...
+    async def load_table(
+        self,
+        prefix: str,
+        namespace: tuple[str, ...],
+        table: str,
+        *,
+        vended_credentials: bool = True,
+    ) -> Any: ...
+    async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None: ...
+
+
+async def warehouse_prefix(catalog: ExecutionTables, row: asyncpg.Record) -> str:
+    """The Iceberg prefix of the claimed row's warehouse."""
+    try:
+        return await catalog.prefix(row["catalog_warehouse_name"])
+    except CatalogError as exc:
+        raise WorkFailed(f"the catalog refused: {exc}") from exc
+    except CatalogUnavailable as exc:
+        raise WorkFailed(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def on_table(name: str) -> Iterator[None]:
+    """Runs the body's work on table name; a 404 of the catalog ends it quietly (never
+    created, or dropped meanwhile), other failures become WorkFailed."""
+    try:
+        yield
+    except CatalogError as exc:
+        if exc.status != 404:
+            raise WorkFailed(f"the catalog refused table {name}: {exc}") from exc
+    except CatalogUnavailable as exc:
+        raise WorkFailed(str(exc)) from exc
+    except (UnsafeLocation, EndpointRefused) as exc:
+        raise WorkFailed(f"table {name}: {exc}") from exc
+    except OSError as exc:
+        raise WorkFailed(f"storage refused under table {name}: {exc}") from exc

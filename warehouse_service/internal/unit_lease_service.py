@@ -1,0 +1,209 @@
+"""UnitLeaseService: computing units register, renew their leases with heartbeats (and their
+credentials and certificates with them), are listed for routing, and are acquired for a user."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import grpc
+
+from service_runtime.callers import require_service, require_unit, require_user
+from service_runtime.errors import FieldViolations, Resource, ServiceError, not_found
+from service_runtime.identifiers import check_identifier
+from service_runtime.pagination import PageTokens, fingerprint, page_size
+from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
+from warehouse_service.api import records
+from warehouse_service.api.validation import check_endpoint_address
+from warehouse_service.internal.registry_checks import same_caller
+from warehouse_service.store.db import Connection, Database, present
+from warehouse_service.units.unit_certificates import UnitCertificates
+from warehouse_service.units.unit_credentials import UnitCredentials
+from warehouse_service.units.unit_supervisor import UnitSupervisor
+
+log = logging.getLogger("warehouse_service.unit_leases")
+
+
+class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
+    def __init__(
+        self,
+        db: Database,
+        supervisor: UnitSupervisor,
+        *,
+        page_token_key: str,
+        heartbeat_interval_seconds: float,
+        lease_seconds: float,
+        unit_credentials: UnitCredentials,
+        unit_certificates: UnitCertificates | None = None,
+    ) -> None:
+        self._db = db
+        self._supervisor = supervisor
+        self._heartbeat_interval = heartbeat_interval_seconds
+        self._lease = lease_seconds
+        self._unit_credentials = unit_credentials
+        self._unit_certificates = unit_certificates
+        self._unit_tokens = PageTokens(page_token_key, "unit-registrations")
+
+    async def RegisterComputingUnit(
+        self, request: registry_service_pb2.RegisterComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.RegisterComputingUnitResponse:
+        identity = require_unit()
+        violations = FieldViolations()
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        check_endpoint_address(violations, request.endpoint, "endpoint")
+        violations.check(1 <= request.capacity <= 1000, "capacity", "must be 1 to 1000")
+        violations.raise_if_any()
+        same_caller(identity, request.computing_unit_id)
+        async with self._db.transaction() as connection:
+            await _check_launch_address(connection, request.computing_unit_id, request.endpoint)
+            # A unit that registers again was restarted: what it ran is gone with its memory.
+            lost = await connection.execute(
+                """
+                UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_RESTARTED',
+                    error_message = 'the computing unit restarted while the execution was unfinished',
+                    ended_at = now(), updated_at = now()
+                WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
+                """,
+                request.computing_unit_id,
+            )
+            row = await connection.fetchrow(
+                """
+                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, workers_confined,
+                                             state, registered_at, last_heartbeat_at,
+                                             lease_expires_at)
+                VALUES ($1, $2, $3, $5, 'HEALTHY', now(), now(),
+                        now() + make_interval(secs => $4))
+                ON CONFLICT (computing_unit_id) DO UPDATE SET
+                    endpoint = excluded.endpoint, capacity = excluded.capacity,
+                    workers_confined = excluded.workers_confined, state = 'HEALTHY',
+                    running_executions = 0, queued_executions = 0, registered_at = now(),
+                    last_heartbeat_at = now(), lease_expires_at = excluded.lease_expires_at
+                RETURNING *
+                """,
+                request.computing_unit_id,
+                request.endpoint,
+                request.capacity,
+                self._lease,
+                request.workers_confined,
+            )
+            await connection.execute(
+                "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
+                "last_used_at = now() WHERE unit_id = $1 AND state = 'PROVISIONING'",
+                request.computing_unit_id,
+            )
+        log.info(
+            "computing unit registered",
+            extra={
+                "computing_unit_id": request.computing_unit_id,
+                "failed": lost,
+                "workers_confined": request.workers_confined,
+            },
+        )
+        response = registry_service_pb2.RegisterComputingUnitResponse(
+            registration=records.registration(present(row)),
+            credential=self._unit_credentials.renewed(identity),
+        )
+        response.heartbeat_interval.FromMilliseconds(int(self._heartbeat_interval * 1000))
+        return response
+
+    async def HeartbeatComputingUnit(
+        self, request: registry_service_pb2.HeartbeatComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
+        identity = require_unit()
+        violations = FieldViolations()
+        check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+        violations.check(
+            request.running_executions >= 0, "running_executions", "must not be negative"
+        )
+        violations.check(
+            request.queued_executions >= 0, "queued_executions", "must not be negative"
+        )
+        violations.raise_if_any()
+        same_caller(identity, request.computing_unit_id)
+        certificate_chain = b""
+        if request.certificate_signing_request and self._unit_certificates is not None:
+            certificate_chain = self._unit_certificates.renewed(
+                request.computing_unit_id, request.certificate_signing_request
+            )
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                """
+                UPDATE computing_units SET running_executions = $2, queued_executions = $3,
+                    last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $4)
+                WHERE computing_unit_id = $1 AND state = 'HEALTHY'
+                RETURNING *
+                """,
+                request.computing_unit_id,
+                request.running_executions,
+                request.queued_executions,
+                self._lease,
+            )
+        if row is None:
+            raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
+        return registry_service_pb2.HeartbeatComputingUnitResponse(
+            registration=records.registration(row),
+            credential=self._unit_credentials.renewed(identity),
+            certificate_chain=certificate_chain,
+        )
+
+    async def ListUnitRegistrations(
+        self, request: registry_service_pb2.ListUnitRegistrationsRequest, context: Any
+    ) -> registry_service_pb2.ListUnitRegistrationsResponse:
+        require_service()
+        limit = page_size(request.page_size, default=100, maximum=1000)
+        request_fingerprint = fingerprint(request.healthy_only)
+        offset = 0
+        if request.page_token:
+            offset = int(self._unit_tokens.read(request.page_token, request_fingerprint)["offset"])
+        async with self._db.connection() as connection:
+            rows: Sequence[asyncpg.Record] = await connection.fetch(
+                """
+                SELECT * FROM computing_units
+                WHERE NOT $1 OR (state = 'HEALTHY' AND lease_expires_at > now())
+                ORDER BY (running_executions + queued_executions)::float / capacity, computing_unit_id
+                OFFSET $2 LIMIT $3
+                """,
+                request.healthy_only,
+                offset,
+                limit + 1,
+            )
+        token = ""
+        if len(rows) > limit:
+            token = self._unit_tokens.issue({"offset": offset + limit}, request_fingerprint)
+        return registry_service_pb2.ListUnitRegistrationsResponse(
+            registrations=[records.registration(row) for row in rows[:limit]],
+            next_page_token=token,
+        )
+
+    async def AcquireComputingUnit(
+        self, request: registry_service_pb2.AcquireComputingUnitRequest, context: Any
+    ) -> registry_service_pb2.AcquireComputingUnitResponse:
+        user = require_user().user_id
+        if request.computing_unit_id:
+            violations = FieldViolations()
+            check_identifier(violations, request.computing_unit_id, "computing_unit_id")
+            violations.raise_if_any()
+        remaining = context.time_remaining()
+        # Answer before the caller's deadline, so that it hears why it must retry.
+        wait = None if remaining is None else max(remaining - 1.0, 0.5)
+        registration = await self._supervisor.acquire(user, request.computing_unit_id, wait)
+        return registry_service_pb2.AcquireComputingUnitResponse(
+            registration=records.registration(registration)
+        )
+
+
+async def _check_launch_address(connection: Connection, unit_id: str, endpoint: str) -> None:
+    """Refuses a registration at another address than the one the unit's launcher gave it: a
+    credential taken from a unit cannot move the unit's calls elsewhere."""
+    launched = await connection.fetchval(
+        "SELECT launch_address FROM units WHERE unit_id = $1", unit_id
+    )
+    if launched and launched != endpoint:
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"computing unit {unit_id} was launched to serve at {launched}, not {endpoint}",
+            reason="UNIT_ENDPOINT_NOT_LAUNCHED",
+            metadata={"computing_unit_id": unit_id},
+        )
