@@ -277,9 +277,9 @@ def test_no_other_table_warehouse_or_listing_is_reached(setting: Setting) -> Non
     assert setting.admin.load_table(setting.siblings)
 
 
-def test_the_gatekeeper_takes_no_other_token(setting: Setting) -> None:
-    stack = setting.stack
-    execution_token = setting.unit.call(
+def _execution_token(setting: Setting) -> str:
+    """The token setting's unit gets for its execution's Spark tasks."""
+    issued = setting.unit.call(
         setting.unit.credentials.IssueExecutionToken,
         ec.IssueExecutionTokenRequest(
             execution_id=setting.mine,
@@ -287,13 +287,19 @@ def test_the_gatekeeper_takes_no_other_token(setting: Setting) -> None:
             lifetime=Duration(seconds=600),
         ),
     )
+    return str(issued.execution_token)
+
+
+def test_the_gatekeeper_takes_no_other_token(setting: Setting) -> None:
+    stack = setting.stack
+    execution_token = _execution_token(setting)
     others = {
         "the unit's credential": stack.unit_credential(setting.unit.subject),
         "a user's token for the unit": stack.unit_token(
             setting.alice.subject, setting.unit.subject
         ),
         "a user's internal token": stack.internal_token(setting.alice.subject),
-        "the execution's token": execution_token.execution_token,
+        "the execution's token": execution_token,
         "the catalog operator's token": stack.catalog_token(),
         "none": "",
     }
@@ -319,14 +325,7 @@ def test_credentials_a_unit_holds_reach_nothing_at_the_catalog_itself(setting: S
     ).binding
     assert not resolved.catalog_token
     assert not earlier.catalog_token
-    execution_token = setting.unit.call(
-        setting.unit.credentials.IssueExecutionToken,
-        ec.IssueExecutionTokenRequest(
-            execution_id=setting.mine,
-            computing_unit_id=setting.unit.subject,
-            lifetime=Duration(seconds=600),
-        ),
-    ).execution_token
+    execution_token = _execution_token(setting)
     held = {
         "the gatekeeper's token": setting.binding.catalog_token,
         "the unit's credential": stack.unit_credential(setting.unit.subject),
