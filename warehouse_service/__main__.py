@@ -35,7 +35,6 @@ from warehouse_service.catalog.sql_catalog_tables import SqlCatalogTables
 from warehouse_service.catalog_modes import CatalogMode
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.gatekeeper.app import Gatekeeper
-from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import GatekeeperTokens
 from warehouse_service.internal.execution_credential_service import ExecutionCredentialServicer
 from warehouse_service.internal.execution_tokens import ExecutionTokens
@@ -44,6 +43,7 @@ from warehouse_service.internal.unit_lease_service import UnitLeaseServicer
 from warehouse_service.mode_rules import rules_for
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.store.db import Database
+from warehouse_service.store.gatekeeper import GatekeeperStore
 from warehouse_service.store.unit_launches import UnitLaunches
 from warehouse_service.store.work_queue import Queue
 from warehouse_service.units.unit_certificates import UnitCertificates

@@ -18,8 +18,8 @@ from service_runtime.internal_tokens import generate_private_key
 from tests.loopback_http import served
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.gatekeeper.app import Gatekeeper
-from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens
+from warehouse_service.store.gatekeeper import GatekeeperStore
 
 WAREHOUSE = str(uuid.uuid4())
 GRANT = ExecutionGrant("ex-1", WAREHOUSE, "cu-1", "alice", frozenset({("results", "source")}))

@@ -13,10 +13,10 @@ from texera.lake.internal.v1 import registry_service_pb2
 from warehouse_service.api import records
 from warehouse_service.api.permissions import Role
 from warehouse_service.api.validation import check_uuid
-from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens, TableName
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store.db import Database
+from warehouse_service.store.gatekeeper import GatekeeperStore
 
 rs = registry_service_pb2
 #: Source tables one execution may name.

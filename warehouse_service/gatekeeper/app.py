@@ -26,8 +26,8 @@ from warehouse_service.catalog.catalog_client import (
 )
 from warehouse_service.gatekeeper import rules
 from warehouse_service.gatekeeper.rules import Kind, Refused, Route, forbidden, no_such_table
-from warehouse_service.gatekeeper.store import GatekeeperStore
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens
+from warehouse_service.store.gatekeeper import GatekeeperStore
 
 log = logging.getLogger("warehouse_service.gatekeeper")
 

@@ -21,6 +21,7 @@ from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.internal import execution_tokens
 from warehouse_service.internal.registry_checks import ended, same_caller
+from warehouse_service.store import executions
 from warehouse_service.store.db import Database
 
 
@@ -43,6 +44,10 @@ class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialS
         binding = await self._execution_catalogs.open(current_identity(), request)
         return registry_service_pb2.OpenExecutionCatalogResponse(binding=binding)
 
+    async def _with_warehouse(self, execution_id: str) -> asyncpg.Record | None:
+        async with self._db.connection() as connection:
+            return await executions.with_warehouse(connection, execution_id)
+
     async def IssueExecutionToken(
         self, request: execution_credentials_pb2.IssueExecutionTokenRequest, context: Any
     ) -> execution_credentials_pb2.IssueExecutionTokenResponse:
@@ -54,7 +59,7 @@ class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialS
         violations.check(lifetime > 0, "lifetime", "must be positive")
         violations.raise_if_any()
         same_caller(unit, request.computing_unit_id)
-        row = await execution_with_warehouse(self._db, request.execution_id)
+        row = await self._with_warehouse(request.execution_id)
         if row is None or row["computing_unit_id"] != request.computing_unit_id:
             raise not_found(Resource.EXECUTION, request.execution_id)
         if row["state"] in records.TERMINAL_STATES:
@@ -75,21 +80,7 @@ class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialS
             0 < len(request.table_name) <= 255, "table_name", "must be 1 to 255 characters"
         )
         violations.raise_if_any()
-        row = await execution_with_warehouse(self._db, request.execution_id)
+        row = await self._with_warehouse(request.execution_id)
         execution_tokens.check_grant(identity, request.execution_id, row)
         assert row is not None  # check_grant refuses a missing execution
         return await execution_tokens.vend(self._catalog, row, request)
-
-
-async def execution_with_warehouse(db: Database, execution_id: str) -> asyncpg.Record | None:
-    """The execution with its warehouse's state and catalog name."""
-    async with db.connection() as connection:
-        row: asyncpg.Record | None = await connection.fetchrow(
-            """
-            SELECT e.*, w.state AS warehouse_state, w.catalog_warehouse_name
-            FROM executions e JOIN warehouses w USING (warehouse_id)
-            WHERE e.execution_id = $1
-            """,
-            execution_id,
-        )
-    return row

@@ -50,6 +50,7 @@ from warehouse_service.api.warehouses import catalog_refused_registry, catalog_u
 from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
 from warehouse_service.internal.registry_checks import ended, same_caller
 from warehouse_service.mode_rules import ModeRules
+from warehouse_service.store import executions
 from warehouse_service.store.db import Connection, Database, present
 from warehouse_service.units.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
 
@@ -129,13 +130,6 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             raise catalog_unavailable(exc) from exc
         return records.binding(row, self._catalog_uri, self._project_id, token)
 
-    async def _outputs(self, connection: Connection, execution_id: str) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await connection.fetch(
-            "SELECT * FROM execution_outputs WHERE execution_id = $1 ORDER BY operator_id",
-            execution_id,
-        )
-        return rows
-
     # Executions ---------------------------------------------------------------------
 
     async def BindExecution(
@@ -186,10 +180,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                     f"warehouse {request.warehouse_id} is {warehouse['state'].lower()} and accepts no executions",
                     reason=f"WAREHOUSE_{warehouse['state']}",
                 )
-            registration = await connection.fetchrow(
-                "SELECT state, workers_confined FROM computing_units WHERE computing_unit_id = $1",
-                request.computing_unit_id,
-            )
+            registration = await executions.registration(connection, request.computing_unit_id)
             if registration is None or registration["state"] != "HEALTHY":
                 raise failed_precondition(
                     f"computing unit {request.computing_unit_id} is not registered or its lease lapsed",
@@ -198,22 +189,8 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             # The unit binds before it runs anything: this holds even when the unit registered
             # anew, unconfined, since AcquireComputingUnit handed it out.
             self._supervisor.check_confined(usable, owner, registration["workers_confined"])
-            row = await connection.fetchrow(
-                """
-                INSERT INTO executions (execution_id, owner_user_id, warehouse_id, computing_unit_id,
-                                        workflow_id, workflow_fingerprint, request_id, state)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, 'QUEUED')
-                RETURNING *
-                """,
-                request.execution_id,
-                owner,
-                uuid.UUID(request.warehouse_id),
-                request.computing_unit_id,
-                request.workflow_id,
-                request.workflow_fingerprint,
-                request.request_id.lower() or None,
-            )
-            await _touch(connection, request.computing_unit_id)
+            row = await executions.bind(connection, owner, request)
+            await executions.touch_unit(connection, request.computing_unit_id)
         log.info(
             "execution bound",
             extra={"execution_id": request.execution_id, "warehouse_id": request.warehouse_id},
@@ -231,15 +208,9 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         request: registry_service_pb2.BindExecutionRequest,
     ) -> registry_service_pb2.BindExecutionResponse | None:
         """The answer for a bind that already happened, or None for a new one."""
-        row = await connection.fetchrow(
-            "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
-        )
+        row = await executions.execution(connection, request.execution_id)
         if row is None and request.request_id:
-            row = await connection.fetchrow(
-                "SELECT * FROM executions WHERE owner_user_id = $1 AND request_id = $2",
-                owner,
-                request.request_id.lower(),
-            )
+            row = await executions.by_request(connection, owner, request.request_id.lower())
             if row is None:
                 return None
         elif row is None:
@@ -253,11 +224,11 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             )
         ):
             raise _already_bound(request.execution_id)
-        warehouse = await connection.fetchrow(
-            "SELECT * FROM warehouses WHERE warehouse_id = $1", row["warehouse_id"]
-        )
+        warehouse = await executions.warehouse(connection, row["warehouse_id"])
         return registry_service_pb2.BindExecutionResponse(
-            execution=records.execution(row, await self._outputs(connection, row["execution_id"])),
+            execution=records.execution(
+                row, await executions.outputs(connection, row["execution_id"])
+            ),
             binding=await self._binding(present(warehouse)),
             created=False,
         )
@@ -288,9 +259,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         same_caller(identity, request.computing_unit_id)
 
         async with self._db.transaction() as connection:
-            row = await connection.fetchrow(
-                "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", request.execution_id
-            )
+            row = await executions.execution(connection, request.execution_id, for_update=True)
             if row is None:
                 raise not_found(Resource.EXECUTION, request.execution_id)
             if row["computing_unit_id"] != request.computing_unit_id:
@@ -310,8 +279,8 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                 )
             else:
                 row = await self._apply(connection, request, row, target)
-                await _touch(connection, request.computing_unit_id)
-            outputs = await self._outputs(connection, request.execution_id)
+                await executions.touch_unit(connection, request.computing_unit_id)
+            outputs = await executions.outputs(connection, request.execution_id)
         return registry_service_pb2.UpdateExecutionStateResponse(
             execution=records.execution(row, outputs)
         )
@@ -323,48 +292,9 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         row: asyncpg.Record,
         target: str,
     ) -> asyncpg.Record:
-        error = request.error if request.HasField("error") else None
-        updated = await connection.fetchrow(
-            """
-            UPDATE executions SET
-                state = $2,
-                started_at = CASE WHEN $2 = 'RUNNING' THEN coalesce(started_at, now()) ELSE started_at END,
-                ended_at = CASE WHEN $2 = ANY($3::text[]) THEN now() ELSE NULL END,
-                error_reason = coalesce($4, error_reason),
-                error_message = coalesce($5, error_message),
-                error_operator_id = coalesce($6, error_operator_id),
-                progress = coalesce($7::jsonb, progress),
-                updated_at = now()
-            WHERE execution_id = $1
-            RETURNING *
-            """,
-            row["execution_id"],
-            target,
-            list(records.TERMINAL_STATES),
-            error.reason if error else None,
-            error.message[:4000] if error else None,
-            error.operator_id if error else None,
-            records.progress_json(request.progress) if request.HasField("progress") else None,
-        )
+        updated = await executions.move(connection, row["execution_id"], target, request)
         if request.outputs and target not in records.CLEANED_UP_STATES:
-            await connection.execute(
-                "DELETE FROM execution_outputs WHERE execution_id = $1", row["execution_id"]
-            )
-            await connection.executemany(
-                "INSERT INTO execution_outputs VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                [
-                    (
-                        row["execution_id"],
-                        o.operator_id,
-                        o.namespace,
-                        o.table_name,
-                        o.row_count,
-                        o.snapshot_id,
-                        o.file_count,
-                    )
-                    for o in request.outputs
-                ],
-            )
+            await executions.replace_outputs(connection, row["execution_id"], request.outputs)
         if target != row["state"]:
             log.info(
                 "execution state changed",
@@ -380,19 +310,13 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         violations.raise_if_any()
         identity = current_identity()
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                "SELECT * FROM executions WHERE execution_id = $1", request.execution_id
-            )
+            row = await executions.execution(connection, request.execution_id)
             if row is None or not await _execution_readable(connection, identity, row, self._rules):
                 raise not_found(Resource.EXECUTION, request.execution_id)
-            warehouse = present(
-                await connection.fetchrow(
-                    "SELECT * FROM warehouses WHERE warehouse_id = $1", row["warehouse_id"]
-                )
-            )
+            warehouse = present(await executions.warehouse(connection, row["warehouse_id"]))
             if warehouse["state"] in _UNREADABLE:
                 raise not_found(Resource.EXECUTION, request.execution_id)
-            outputs = await self._outputs(connection, request.execution_id)
+            outputs = await executions.outputs(connection, request.execution_id)
         return registry_service_pb2.ResolveExecutionResponse(
             execution=records.execution(row, outputs),
             binding=await self._binding(warehouse),
@@ -425,9 +349,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                 connection, warehouse_id, identity.user_id, needed
             )
             return shared
-        row = await connection.fetchrow(
-            "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(warehouse_id)
-        )
+        row = await executions.warehouse(connection, uuid.UUID(warehouse_id))
         if row is None or not identity.is_service:
             raise not_found(Resource.WAREHOUSE, warehouse_id)
         return row
@@ -459,37 +381,19 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             position = self._execution_tokens.read(request.page_token, request_fingerprint)
             before = (datetime.fromisoformat(position["t"]), position["id"])
         async with self._db.connection() as connection:
-            # Only executions of warehouses the user may read (owns or holds a role on); of
-            # those, the user's own, or everyone's when filtered by one warehouse. In a global
-            # mode only the user's own: everyone shares the one warehouse.
-            rows = await connection.fetch(
-                """
-                SELECT e.* FROM executions e
-                JOIN warehouses w ON w.warehouse_id = e.warehouse_id
-                LEFT JOIN warehouse_members m
-                    ON m.warehouse_id = e.warehouse_id AND m.user_id = $1
-                WHERE ((w.owner_user_id = $1 OR m.user_id IS NOT NULL) AND NOT $8
-                       OR e.owner_user_id = $1 AND $8)
-                  AND (e.owner_user_id = $1 OR $2::uuid IS NOT NULL)
-                  AND ($2::uuid IS NULL OR e.warehouse_id = $2)
-                  AND (cardinality($3::text[]) = 0 OR e.state = ANY($3::text[]))
-                  AND ($4::text IS NULL OR e.computing_unit_id = $4)
-                  AND ($5::timestamptz IS NULL OR (e.created_at, e.execution_id) < ($5, $6::text))
-                ORDER BY e.created_at DESC, e.execution_id DESC
-                LIMIT $7
-                """,
+            rows = await executions.readable_page(
+                connection,
                 owner,
-                uuid.UUID(request.warehouse_id) if request.warehouse_id else None,
-                states,
-                request.computing_unit_id or None,
-                before[0],
-                before[1],
-                limit + 1,
-                self._rules.submitter_only,
+                warehouse_id=uuid.UUID(request.warehouse_id) if request.warehouse_id else None,
+                states=states,
+                unit_id=request.computing_unit_id or None,
+                before=before,
+                limit=limit + 1,
+                submitter_only=self._rules.submitter_only,
             )
             page = rows[:limit]
-            executions = [
-                records.execution(row, await self._outputs(connection, row["execution_id"]))
+            listed = [
+                records.execution(row, await executions.outputs(connection, row["execution_id"]))
                 for row in page
             ]
         token = ""
@@ -500,10 +404,5 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                 request_fingerprint,
             )
         return registry_service_pb2.ListExecutionRecordsResponse(
-            executions=executions, next_page_token=token
+            executions=listed, next_page_token=token
         )
-
-
-async def _touch(connection: Connection, unit_id: str) -> None:
-    """Marks a unit used now, which keeps it from being stopped as idle."""
-    await connection.execute("UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id)

@@ -4,10 +4,8 @@ credentials and certificates with them), are listed for routing, and are acquire
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import grpc
 
 from service_runtime.callers import require_service, require_unit, require_user
@@ -18,6 +16,7 @@ from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_g
 from warehouse_service.api import records
 from warehouse_service.api.validation import check_endpoint_address
 from warehouse_service.internal.registry_checks import same_caller
+from warehouse_service.store import unit_registrations
 from warehouse_service.store.db import Connection, Database, present
 from warehouse_service.units.unit_certificates import UnitCertificates
 from warehouse_service.units.unit_credentials import UnitCredentials
@@ -59,39 +58,14 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
         async with self._db.transaction() as connection:
             await _check_launch_address(connection, request.computing_unit_id, request.endpoint)
             # A unit that registers again was restarted: what it ran is gone with its memory.
-            lost = await connection.execute(
-                """
-                UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_RESTARTED',
-                    error_message = 'the computing unit restarted while the execution was unfinished',
-                    ended_at = now(), updated_at = now()
-                WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
-                """,
-                request.computing_unit_id,
-            )
-            row = await connection.fetchrow(
-                """
-                INSERT INTO computing_units (computing_unit_id, endpoint, capacity, workers_confined,
-                                             state, registered_at, last_heartbeat_at,
-                                             lease_expires_at)
-                VALUES ($1, $2, $3, $5, 'HEALTHY', now(), now(),
-                        now() + make_interval(secs => $4))
-                ON CONFLICT (computing_unit_id) DO UPDATE SET
-                    endpoint = excluded.endpoint, capacity = excluded.capacity,
-                    workers_confined = excluded.workers_confined, state = 'HEALTHY',
-                    running_executions = 0, queued_executions = 0, registered_at = now(),
-                    last_heartbeat_at = now(), lease_expires_at = excluded.lease_expires_at
-                RETURNING *
-                """,
+            lost = await unit_registrations.fail_unfinished(connection, request.computing_unit_id)
+            row = await unit_registrations.register(
+                connection,
                 request.computing_unit_id,
                 request.endpoint,
                 request.capacity,
-                self._lease,
-                request.workers_confined,
-            )
-            await connection.execute(
-                "UPDATE units SET state = 'RUNNING', state_message = '', updated_at = now(), "
-                "last_used_at = now() WHERE unit_id = $1 AND state = 'PROVISIONING'",
-                request.computing_unit_id,
+                workers_confined=request.workers_confined,
+                lease_seconds=self._lease,
             )
         log.info(
             "computing unit registered",
@@ -128,13 +102,8 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
                 request.computing_unit_id, request.certificate_signing_request
             )
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                """
-                UPDATE computing_units SET running_executions = $2, queued_executions = $3,
-                    last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $4)
-                WHERE computing_unit_id = $1 AND state = 'HEALTHY'
-                RETURNING *
-                """,
+            row = await unit_registrations.renew_lease(
+                connection,
                 request.computing_unit_id,
                 request.running_executions,
                 request.queued_executions,
@@ -158,16 +127,8 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
         if request.page_token:
             offset = int(self._unit_tokens.read(request.page_token, request_fingerprint)["offset"])
         async with self._db.connection() as connection:
-            rows: Sequence[asyncpg.Record] = await connection.fetch(
-                """
-                SELECT * FROM computing_units
-                WHERE NOT $1 OR (state = 'HEALTHY' AND lease_expires_at > now())
-                ORDER BY (running_executions + queued_executions)::float / capacity, computing_unit_id
-                OFFSET $2 LIMIT $3
-                """,
-                request.healthy_only,
-                offset,
-                limit + 1,
+            rows = await unit_registrations.least_loaded(
+                connection, request.healthy_only, offset, limit + 1
             )
         token = ""
         if len(rows) > limit:
@@ -197,9 +158,7 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
 async def _check_launch_address(connection: Connection, unit_id: str, endpoint: str) -> None:
     """Refuses a registration at another address than the one the unit's launcher gave it: a
     credential taken from a unit cannot move the unit's calls elsewhere."""
-    launched = await connection.fetchval(
-        "SELECT launch_address FROM units WHERE unit_id = $1", unit_id
-    )
+    launched = await unit_registrations.launch_address(connection, unit_id)
     if launched and launched != endpoint:
         raise ServiceError(
             grpc.StatusCode.PERMISSION_DENIED,

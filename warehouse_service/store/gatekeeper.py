@@ -1,4 +1,4 @@
-"""What the gatekeeper reads of the registry's database: every statement it runs."""
+"""What the catalog gatekeeper reads of the registry's database: every statement it runs."""
 
 from __future__ import annotations
 
