@@ -53,6 +53,19 @@ def ensure_system_user(name: str) -> pwd.struct_passwd:
     return pwd.getpwnam(name)
 
 
+def remove_system_user(name: str) -> None:
+    """Removes the system user name (and its group) if it exists; needs root. A user whose
+    processes still run is left, to be removed next time."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return
+    removed = subprocess.run(["userdel", name], check=False, capture_output=True)
+    # 8: the user is still logged in (its processes run).
+    if removed.returncode not in (0, 6, 8):
+        raise ProcessFailed(f"cannot remove system user {name}: {removed.stderr.decode()[:300]}")
+
+
 def let_others_traverse(folders: Iterable[Path]) -> None:
     """Lets every user pass through folders (execute bit only: they may list nothing), so that
     a process of another user reaches what lies below."""

@@ -7,7 +7,8 @@ Its environment is built from scratch: the unit's non-secret settings and what
 Python and Java need, nothing of the registry's.
 
 When the registry runs as root, each unit runs as its own unprivileged system
-user (``tlu-<hash of the unit id>``, created on first use) whose home, temporary
+user (``tlu-<hash of the unit id>``, made at each launch and removed when the unit stops,
+with its home: system users are few, some nine hundred) whose home, temporary
 and Spark folders are of mode 0700: units cannot read each other's files nor,
 being different users, each other's or the mesh's ``/proc/<pid>/environ``. The
 unit's secrets are files of mode 0600 owned by that user, named by the settings'
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
-from service_runtime.processes import ManagedProcess, ensure_system_user
+from service_runtime.processes import ManagedProcess, ensure_system_user, remove_system_user
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.
@@ -169,6 +170,8 @@ class ProcessLauncher(Launcher):
         await asyncio.to_thread(running.process.stop)
         self._forget(unit_id)
         await asyncio.to_thread(shutil.rmtree, running.home, True)
+        if self._isolated:  # its home is gone: the next launch makes the user anew
+            await asyncio.to_thread(remove_system_user, unit_user(unit_id))
 
     def _forget(self, unit_id: str) -> None:
         self._units.pop(unit_id, None)
