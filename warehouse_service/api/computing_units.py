@@ -32,6 +32,7 @@ from warehouse_service.api.validation import (
     check_request_id,
     check_user_id,
 )
+from warehouse_service.store import unit_records
 from warehouse_service.store.db import Connection, Database, present
 from warehouse_service.units.unit_supervisor import UnitSupervisor, new_unit_id, usable_unit
 
@@ -59,13 +60,8 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
     ) -> cus.ComputingUnit:
         shared: Sequence[str] = []
         if row["owner_user_id"] == viewer:
-            shared = [
-                r["user_id"]
-                for r in await connection.fetch(
-                    "SELECT user_id FROM unit_shares WHERE unit_id = $1", row["unit_id"]
-                )
-            ]
-        confined = await _workers_confined(connection, row["unit_id"])
+            shared = await unit_records.shared_with(connection, row["unit_id"])
+        confined = await unit_records.workers_confined(connection, row["unit_id"])
         return records.owned_unit(row, shared, workers_confined=bool(confined))
 
     async def _visible(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
@@ -102,30 +98,18 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
         violations.raise_if_any()
         content = fingerprint(unit.display_name, unit.cores, unit.memory_mib)
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                """
-                INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib, state,
-                                   create_request_id, request_fingerprint)
-                VALUES ($1, $2, $3, $4, $5, 'PROVISIONING', $6, $7)
-                ON CONFLICT (owner_user_id, create_request_id) DO NOTHING
-                RETURNING *
-                """,
+            row = await unit_records.create(
+                connection,
                 new_unit_id(),
                 owner,
-                unit.display_name,
-                unit.cores,
-                unit.memory_mib,
-                request.request_id.lower() or None,
-                content,
+                unit,
+                request_id=request.request_id.lower() or None,
+                fingerprint=content,
             )
             created = row is not None
             if row is None:  # the same request_id created one already
                 row = present(
-                    await connection.fetchrow(
-                        "SELECT * FROM units WHERE owner_user_id = $1 AND create_request_id = $2",
-                        owner,
-                        request.request_id.lower(),
-                    )
+                    await unit_records.by_request(connection, owner, request.request_id.lower())
                 )
                 if row["request_fingerprint"] != content:
                     raise invalid_argument(
@@ -158,21 +142,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
             position = self._page_tokens.read(request.page_token, request_fingerprint)
             after = (datetime.fromisoformat(position["t"]), position["id"])
         async with self._db.connection() as connection:
-            rows = await connection.fetch(
-                """
-                SELECT * FROM units u
-                WHERE state <> 'DELETED'
-                  AND (owner_user_id = $1 OR EXISTS (
-                        SELECT 1 FROM unit_shares s WHERE s.unit_id = u.unit_id AND s.user_id = $1))
-                  AND ($2::timestamptz IS NULL OR (created_at, unit_id) > ($2, $3::text))
-                ORDER BY created_at, unit_id
-                LIMIT $4
-                """,
-                user,
-                after[0],
-                after[1],
-                limit + 1,
-            )
+            rows = await unit_records.visible_page(connection, user, after, limit + 1)
             page = rows[:limit]
             units = [await self._shown(connection, row, user) for row in page]
         token = ""
@@ -231,32 +201,13 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                     raise invalid_argument([FieldViolation("user_id", "is the unit's owner")])
                 # A unit that never registered may be shared: acquiring it checks the
                 # registration it makes once started.
-                self._supervisor.check_confined(
-                    row, request.user_id, await _workers_confined(connection, row["unit_id"])
-                )
-                await connection.execute(
-                    "INSERT INTO unit_shares (unit_id, user_id) VALUES ($1, $2) "
-                    "ON CONFLICT DO NOTHING",
-                    row["unit_id"],
-                    request.user_id,
-                )
+                confined = await unit_records.workers_confined(connection, row["unit_id"])
+                self._supervisor.check_confined(row, request.user_id, confined)
+                await unit_records.share(connection, row["unit_id"], request.user_id)
             else:
-                await connection.execute(
-                    "DELETE FROM unit_shares WHERE unit_id = $1 AND user_id = $2",
-                    row["unit_id"],
-                    request.user_id,
-                )
+                await unit_records.unshare(connection, row["unit_id"], request.user_id)
             log.info(
                 "computing unit shared" if share else "computing unit unshared",
                 extra={"unit_id": row["unit_id"], "other_user_id": request.user_id},
             )
             return await self._shown(connection, row, user)
-
-
-async def _workers_confined(connection: Connection, unit_id: str) -> bool | None:
-    """Whether the unit's latest registration said its workers are confined; None if it never
-    registered."""
-    confined: bool | None = await connection.fetchval(
-        "SELECT workers_confined FROM computing_units WHERE computing_unit_id = $1", unit_id
-    )
-    return confined
