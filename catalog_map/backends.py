@@ -8,6 +8,7 @@ CA bundle, see catalog_map.trust)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -123,6 +124,12 @@ class CatalogFactory:
             warehouse=binding.catalog_warehouse,
             **properties,
         )
+
+
+def close_catalog(catalog: Catalog) -> None:
+    """Closes a catalog client (best effort: it is dropped either way)."""
+    with contextlib.suppress(Exception):
+        catalog.close()
 
 
 def catalog_verify(catalog: Catalog) -> bool | str:

@@ -20,7 +20,6 @@ Rules (DESIGN §2):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 import grpc
 from pyiceberg.catalog import Catalog
 
-from catalog_map.backends import CatalogFactory
+from catalog_map.backends import CatalogFactory, close_catalog
 from catalog_map.catalog_token import Binding, CatalogToken, seconds_until_due
 from catalog_map.registry import RegistryReader
 from catalog_map.settings import WarehouseClientSettings
@@ -55,11 +54,6 @@ class _Entry:
     @property
     def version(self) -> int:
         return self.token.binding.credential_version
-
-
-def _close(catalog: Catalog) -> None:
-    with contextlib.suppress(Exception):  # closing is best effort; the entry is gone either way
-        catalog.close()
 
 
 class CatalogMap:
@@ -137,18 +131,18 @@ class CatalogMap:
     def _replace(self, warehouse_id: str, entry: _Entry) -> None:
         old = self._entries.pop(warehouse_id, None)
         if old is not None:
-            _close(old.catalog)
+            close_catalog(old.catalog)
         self._entries[warehouse_id] = entry
         while len(self._entries) > self._max_entries:
             evicted_id, evicted = self._entries.popitem(last=False)
             self._forget_lock(evicted_id)
-            _close(evicted.catalog)
+            close_catalog(evicted.catalog)
 
     def invalidate(self, warehouse_id: str) -> None:
         """Drops (and closes) the warehouse's catalog; the next get builds a new one."""
         entry = self._entries.pop(warehouse_id, None)
         if entry is not None:
-            _close(entry.catalog)
+            close_catalog(entry.catalog)
         self._forget_lock(warehouse_id)
 
     def expire_idle(self) -> None:

@@ -10,7 +10,6 @@ long as the execution is bound to the unit and has not ended; then the client is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import tempfile
 from collections.abc import Iterable
@@ -66,9 +65,3 @@ class ExecutionCatalogs:
             raise
         except Exception as exc:
             raise catalog_unavailable(warehouse_id, exc) from exc
-
-
-def close(catalog: Catalog) -> None:
-    """Closes an execution's catalog client once its run is over (best effort)."""
-    with contextlib.suppress(Exception):
-        catalog.close()

@@ -30,8 +30,8 @@ from opentelemetry import trace
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from catalog_map.backends import close_catalog
 from cu_service.execution_catalog import ExecutionCatalogs
-from cu_service.execution_catalog import close as close_catalog
 from cu_service.execution_credentials import ExecutionCredentials, IssuedToken, issued
 from cu_service.execution_view import LocalExecution
 from cu_service.preparation import Preparation, Prepared

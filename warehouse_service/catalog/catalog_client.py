@@ -114,6 +114,7 @@ class CatalogClient:
     ) -> None:
         #: A client of the catalog granted reading alone, for readers' tokens (see grant_reader).
         self._reader = reader
+        self._provisioned_reader: str | None = None
         self._delete_profile = dict(delete_profile)
         self._management = management_uri.rstrip("/")
         self._catalog = catalog_uri.rstrip("/")
@@ -217,11 +218,34 @@ class CatalogClient:
         params: Sequence[tuple[str, str]],
         body: bytes | None,
         headers: Mapping[str, str],
+        catalog_warehouse_id: str,
+        write: bool,
+    ) -> Forwarded:
+        """One Iceberg REST request (path: after ``/v1/``, encoded) sent as given, with the
+        registry's token for one warehouse (see warehouse_token) in place of the caller's; the
+        answer as it came. A 401 is repeated once with fresh tokens, as every request of this
+        client is (the token may have been revoked, or the catalog restarted).
+        CatalogUnavailable when the catalog does not answer."""
+        for renewed in (False, True):
+            token = await self.warehouse_token(catalog_warehouse_id, write=write)
+            answer = await self._send(
+                method, path, params=params, body=body, headers=headers, token=token
+            )
+            if answer.status != 401 or renewed:
+                return answer
+            self._forget_tokens()
+        raise AssertionError("unreachable: the second attempt returns")
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Sequence[tuple[str, str]],
+        body: bytes | None,
+        headers: Mapping[str, str],
         token: AccessToken | None,
     ) -> Forwarded:
-        """One Iceberg REST request (path: after ``/v1/``, encoded) sent as given, with token
-        in place of the registry's own; the answer as it came, once (its sender repeats; after
-        a 401, forget_tokens() first). CatalogUnavailable when the catalog does not answer."""
         assert self._session is not None, "open() the client first"
         sent = dict(headers)
         if token is not None:
@@ -243,8 +267,7 @@ class CatalogClient:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise CatalogUnavailable(f"the catalog did not answer ({type(exc).__name__})") from exc
 
-    def forget_tokens(self) -> None:
-        """Drops every token held (the catalog refused one: revoked, or the catalog restarted)."""
+    def _forget_tokens(self) -> None:
         for oauth in (self._oauth, self._reader):
             if oauth is not None:
                 oauth.forget()
@@ -317,25 +340,34 @@ class CatalogClient:
 
     async def grant_reader(self, catalog_warehouse_id: str) -> None:
         """Lets the reader client read the warehouse (Lakekeeper's `select`); nothing without
-        one. The reader's principal is provisioned first (it may never have called the
-        catalog); both calls are idempotent."""
+        one. The reader's principal is provisioned first, once per process (it may never have
+        called the catalog); both calls are idempotent."""
         if self._reader is None:
             return
-        assert self._session is not None, "open() the client first"
-        try:
-            principal = f"oidc~{token_subject(await self._reader.token(self._session))}"
-        except TokenEndpointError as exc:
-            raise CatalogError(401, exc.error, exc.description) from exc
-        except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
-            raise CatalogUnavailable("the catalog's token endpoint did not answer") from exc
-        user = {"id": principal, "user-type": "application", "update-if-exists": True}
-        await self._request("POST", f"{self._management}/v1/user", json=user)
+        principal = await self._reader_principal()
         grant = {"writes": [{"type": "select", "user": principal}]}
         await self._request(
             "POST",
             f"{self._management}/v1/permissions/warehouse/{catalog_warehouse_id}/assignments",
             json=grant,
         )
+
+    async def _reader_principal(self) -> str:
+        """The reader client's principal (``oidc~<its subject>``), provisioned at the catalog."""
+        if self._provisioned_reader is None:
+            assert self._reader is not None, "grant_reader checks for a reader"
+            assert self._session is not None, "open() the client first"
+            try:
+                subject = token_subject(await self._reader.token(self._session))
+            except TokenEndpointError as exc:
+                raise CatalogError(401, exc.error, exc.description) from exc
+            except (TimeoutError, aiohttp.ClientError, TokenEndpointFailed) as exc:
+                raise CatalogUnavailable("the catalog's token endpoint did not answer") from exc
+            principal = f"oidc~{subject}"
+            user = {"id": principal, "user-type": "application", "update-if-exists": True}
+            await self._request("POST", f"{self._management}/v1/user", json=user)
+            self._provisioned_reader = principal
+        return self._provisioned_reader
 
     async def find_warehouse(self, name: str) -> dict[str, Any] | None:
         # Lakekeeper's ListWarehousesResponse (v0.13.3) is not paged: one answer holds them all.

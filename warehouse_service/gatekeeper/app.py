@@ -143,57 +143,30 @@ class Gatekeeper:
         key = (grant.execution_id, found.table_name)
         if key in self._verified:
             return
-        path = self._path(await self._prefix(target.warehouse), found, suffix="")
-        answer = await self._send(target, "GET", path, params=[], body=None, headers={})
-        if answer.status not in (200, 404):
-            raise CatalogUnavailable(f"the catalog answered {answer.status} to a load")
-        if answer.status == 404 or not rules.belongs_to(grant, _json(answer.body).get("metadata")):
+        prefix = await self._prefix(target.warehouse)
+        try:
+            loaded = await self._catalog.load_table(
+                prefix, found.namespace, found.table, vended_credentials=False
+            )
+        except CatalogError as exc:
+            if exc.status == 404:
+                raise no_such_table(found.table_name) from exc
+            raise
+        if not rules.belongs_to(grant, loaded.get("metadata")):
             raise no_such_table(found.table_name)
         self._verified[key] = True
 
     async def _forward(self, target: _Target, request: web.Request, body: bytes) -> Forwarded:
         prefix = await self._prefix(target.warehouse)
         encoded = request.rel_url.raw_parts[3:]  # after /, v1 and the gatekeeper's prefix
-        path = "/".join([quote(prefix, safe=""), *encoded])
-        headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
-        params = list(request.query.items())
-        return await self._send(
-            target, request.method, path, params=params, body=body or None, headers=headers
-        )
-
-    async def _send(
-        self,
-        target: _Target,
-        method: str,
-        path: str,
-        *,
-        params: list[tuple[str, str]],
-        body: bytes | None,
-        headers: dict[str, str],
-    ) -> Forwarded:
-        """One request to the catalog with the registry's token for target, once more with a
-        fresh token if the catalog refused it (revoked, or the catalog restarted)."""
-        for repeated in (False, True):
-            answer = await self._catalog.forward(
-                method,
-                path,
-                params=params,
-                body=body,
-                headers=headers,
-                token=await self._token(target),
-            )
-            if answer.status != 401 or repeated:
-                break
-            self._catalog.forget_tokens()
-        return answer
-
-    def _path(self, prefix: str, found: Route, *, suffix: str) -> str:
-        namespace = quote(rules.UNIT_SEPARATOR.join(found.namespace), safe="")
-        return f"{quote(prefix, safe='')}/namespaces/{namespace}/tables/{quote(found.table, safe='')}{suffix}"
-
-    async def _token(self, target: _Target) -> Any:
-        return await self._catalog.warehouse_token(
-            str(target.warehouse["catalog_warehouse_id"]), write=target.write
+        return await self._catalog.forward(
+            request.method,
+            "/".join([quote(prefix, safe=""), *encoded]),
+            params=list(request.query.items()),
+            body=body or None,
+            headers={h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers},
+            catalog_warehouse_id=str(target.warehouse["catalog_warehouse_id"]),
+            write=target.write,
         )
 
     async def _prefix(self, warehouse: asyncpg.Record) -> str:
