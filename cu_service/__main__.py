@@ -14,6 +14,7 @@ from catalog_map.backends import CatalogFactory
 from cu_service.execution_catalog import ExecutionCatalogs, gatekeeper_trust
 from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
+from cu_service.pooled_start import start_pooled
 from cu_service.registry import RegistryClient, UnitCredential
 from cu_service.servicer import ExecutionServicer, UnitParts
 from cu_service.spark import start_spark, worker_confinement
@@ -33,6 +34,8 @@ log = logging.getLogger("cu_service")
 
 
 def build() -> ServiceProcess:
+    # A pooled unit starts Spark first and learns which unit it is afterwards.
+    pooled = start_pooled(ComputingUnitSettings.from_env())
     settings = ComputingUnitSettings.from_env()
     # Read now: prepare() removes the keys' files before users' code runs.
     tls = MeshClientTls.from_settings(settings)
@@ -51,8 +54,12 @@ def build() -> ServiceProcess:
             if path := os.environ.pop(variable, None):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-        confinement.append(worker_confinement(settings))
-        sessions.append(start_spark(settings, confinement[0]))
+        if pooled is not None:
+            confinement.append(pooled.confinement)
+            sessions.append(pooled.spark)
+        else:
+            confinement.append(worker_confinement(settings))
+            sessions.append(start_spark(settings, confinement[0]))
 
     credential = UnitCredential(settings.credential)
 

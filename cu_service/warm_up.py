@@ -98,6 +98,14 @@ def run_once(spark: SparkSession) -> None:
     job.run(range(job.partitions))
 
 
+def warm_up_now(spark: SparkSession, jobs: int) -> None:
+    """Runs jobs warm-up jobs at once (a pooled unit, which nothing waits for yet), on a
+    thread of their own, which alone carries the warm-up's job group."""
+    warm_up = WarmUp(spark, lambda: (0, 0, 0), jobs, quiet_seconds=0.0)
+    warm_up.start()
+    warm_up.join()
+
+
 class WarmUp:
     """Runs `jobs` warm-up jobs on a thread of its own, each only once activity() (running,
     queued and submitted executions) has said (0, 0, n) for quiet_seconds."""
@@ -121,6 +129,11 @@ class WarmUp:
     def start(self) -> None:
         if self._jobs > 0:
             self._thread.start()
+
+    def join(self) -> None:
+        """Waits for every job to have run."""
+        if self._thread.is_alive():
+            self._thread.join()
 
     def stop(self) -> None:
         """Lets the job under way, if any, finish (a few tenths of a second), and no more."""

@@ -57,8 +57,16 @@ class UnitStatus:
     message: str = ""
 
 
+class PoolUnsupported(Exception):
+    """This launcher keeps no pool of started units."""
+
+
 class Launcher(abc.ABC):
-    """Starts, observes and stops computing units of one kind of platform."""
+    """Starts, observes and stops computing units of one kind of platform.
+
+    A launcher may also keep started units in a pool (see unit_launcher.hand_over): it
+    starts one with launch_pooled, under an id of the pool's, and later hands it over to a
+    user's unit with hand_over, after which it is known by that unit's id alone."""
 
     @abc.abstractmethod
     async def launch(self, spec: UnitSpec) -> UnitStatus:
@@ -71,6 +79,20 @@ class Launcher(abc.ABC):
     @abc.abstractmethod
     async def stop(self, unit_id: str) -> None:
         """Stops the unit and removes what was made for it; stopping twice is a no-op."""
+
+    async def launch_pooled(self, spec: UnitSpec) -> None:
+        """Starts a unit that warms up and waits for its identity; spec names the pool's id
+        for it, its size and its settings, and holds no secret and no owner."""
+        raise PoolUnsupported(f"the {type(self).__name__} keeps no pool of started units")
+
+    async def pooled_ready(self, pool_id: str) -> bool:
+        """The pooled unit is warm and waits for its identity."""
+        raise PoolUnsupported(f"the {type(self).__name__} keeps no pool of started units")
+
+    async def hand_over(self, pool_id: str, spec: UnitSpec) -> UnitStatus:
+        """Makes the pooled unit the unit spec describes (its id, owner and secrets); raises
+        HandOverFailed if the pooled unit does not take it (it is then stopped)."""
+        raise PoolUnsupported(f"the {type(self).__name__} keeps no pool of started units")
 
     async def close(self) -> None:  # noqa: B027 - launchers without resources need no close
         """Releases what the launcher holds (it does not stop units)."""

@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
 from service_runtime.processes import ManagedProcess, ensure_system_user, remove_system_user
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
+from unit_launcher.hand_over import HAND_OVER_SETTING, HandOverFailed, deliver, is_ready, make_pipe
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.
 _INHERITED = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ")
@@ -49,18 +51,28 @@ class _Running:
     process: ManagedProcess
     address: str
     home: Path
+    user: str | None
+    #: A pooled unit's pipe, until it is handed over (see unit_launcher.hand_over).
+    pipe: Path | None = None
 
 
 class ProcessLauncher(Launcher):
     """Units as children of this process, their folders under root."""
 
-    def __init__(self, root: Path, *, host: str = "127.0.0.1", advertised_host: str = "") -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        host: str = "127.0.0.1",
+        advertised_host: str = "",
+        hand_over_seconds: float = 60.0,
+    ) -> None:
         self._root = root
         self._host = host
         self._advertised_host = advertised_host or host
+        self._hand_over_seconds = hand_over_seconds
         self._isolated = os.geteuid() == 0
         self._units: dict[str, _Running] = {}
-        self._exited: dict[str, UnitStatus] = {}
         root.mkdir(parents=True, exist_ok=True)
         # Units traverse root to reach their own home, and may list nothing in it.
         root.chmod(0o711 if self._isolated else 0o700)
@@ -74,25 +86,73 @@ class ProcessLauncher(Launcher):
 
     async def launch(self, spec: UnitSpec) -> UnitStatus:
         await self.stop(spec.unit_id)
-        user = await asyncio.to_thread(self._user_of, spec.unit_id)
-        home = await asyncio.to_thread(self._prepare_home, spec, user)
+        user, home = await self._prepare(spec.unit_id)
+        await asyncio.to_thread(self._write_secrets, home, spec.secrets, user)
         port = free_port(self._host)
-        environment = self._environment(spec, home, port)
-        # Started from the event loop's thread: the parent-death signal fires when the thread
-        # that started the child ends, and this one lasts as long as the registry.
+        running = self._start(spec, user, home, self._identity(spec, home, port))
+        running.address = self._address(port)
+        return UnitStatus(UnitPhase.PENDING, running.address)
+
+    async def launch_pooled(self, spec: UnitSpec) -> None:
+        await self.stop(spec.unit_id)
+        user, home = await self._prepare(spec.unit_id)
+        pipe = home / "secrets" / "hand-over"
+        await asyncio.to_thread(self._make_pipe, pipe, user)
+        identity = {f"{ENV_PREFIX}CU_ID": spec.unit_id, HAND_OVER_SETTING: str(pipe)}
+        self._start(spec, user, home, identity).pipe = pipe
+
+    async def pooled_ready(self, pool_id: str) -> bool:
+        running = self._units.get(pool_id)
+        return (
+            running is not None
+            and running.pipe is not None
+            and running.process.running()
+            and is_ready(running.pipe)
+        )
+
+    async def hand_over(self, pool_id: str, spec: UnitSpec) -> UnitStatus:
+        running = self._units.get(pool_id)
+        if running is None or running.pipe is None:
+            raise HandOverFailed(f"no pooled unit {pool_id}")
+        await self.stop(spec.unit_id)
+        port = free_port(self._host)
+        try:
+            await asyncio.to_thread(self._write_secrets, running.home, spec.secrets, running.user)
+            await asyncio.to_thread(
+                deliver,
+                running.pipe,
+                self._identity(spec, running.home, port),
+                self._hand_over_seconds,
+            )
+        except (HandOverFailed, OSError) as exc:
+            await self.stop(pool_id)
+            raise HandOverFailed(str(exc)) from exc
+        self._rename(pool_id, spec.unit_id)
+        running.pipe, running.address = None, self._address(port)
+        return UnitStatus(UnitPhase.PENDING, running.address)
+
+    async def _prepare(self, unit_id: str) -> tuple[str | None, Path]:
+        user = await asyncio.to_thread(self._user_of, unit_id)
+        return user, await asyncio.to_thread(self._prepare_home, unit_id, user)
+
+    def _start(
+        self, spec: UnitSpec, user: str | None, home: Path, identity: dict[str, str]
+    ) -> _Running:
+        """Starts the unit's process. Started from the event loop's thread: the parent-death
+        signal fires when the thread that started the child ends, and this one lasts as long
+        as the registry."""
         process = ManagedProcess(
             spec.unit_id,
             [sys.executable, "-m", "cu_service"],
             self.log_dir / f"{spec.unit_id}.log",
-            env=environment,
+            env={**self._environment(spec, home), **identity},
             user=user,
             stop_signal=signal.SIGTERM,
         )
         (self.log_dir / f"{spec.unit_id}.pid").write_text(f"{process.pid}\n")
-        running = _Running(process, f"{self._advertised_host}:{port}", home)
+        running = _Running(process, "", home, user)
         self._units[spec.unit_id] = running
-        self._exited.pop(spec.unit_id, None)
-        return UnitStatus(UnitPhase.PENDING, running.address)
+        return running
 
     def _user_of(self, unit_id: str) -> str | None:
         if not self._isolated:
@@ -101,26 +161,40 @@ class ProcessLauncher(Launcher):
         ensure_system_user(name)
         return name
 
-    def _prepare_home(self, spec: UnitSpec, user: str | None) -> Path:
+    def _prepare_home(self, unit_id: str, user: str | None) -> Path:
         """A fresh home (with tmp/, spark/ and secrets/) only the unit's user may enter."""
-        home = self._root / spec.unit_id
+        home = self._root / unit_id
         shutil.rmtree(home, ignore_errors=True)
         folders = [home, home / "tmp", home / "spark", home / "secrets"]
         for folder in folders:
             folder.mkdir(mode=0o700)
-        files = []
-        for name, value in spec.secrets.items():
-            path = home / "secrets" / name.lower()
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(value)
-            files.append(path)
-        if user is not None:
-            owner = shutil.chown
-            for path in [*folders, *files]:
-                owner(path, user, user)
+            self._give(folder, user)
         return home
 
-    def _environment(self, spec: UnitSpec, home: Path, port: int) -> dict[str, str]:
+    def _write_secrets(self, home: Path, secrets: Mapping[str, str], user: str | None) -> None:
+        """Each secret in a file of mode 0600 of the unit's user, in its secrets/ folder."""
+        for name, value in secrets.items():
+            path = home / "secrets" / name.lower()
+            path.unlink(missing_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(value)
+            self._give(path, user)
+
+    def _make_pipe(self, pipe: Path, user: str | None) -> None:
+        make_pipe(pipe)
+        self._give(pipe, user)
+
+    @staticmethod
+    def _give(path: Path, user: str | None) -> None:
+        if user is not None:
+            shutil.chown(path, user, user)
+
+    def _address(self, port: int) -> str:
+        return f"{self._advertised_host}:{port}"
+
+    def _environment(self, spec: UnitSpec, home: Path) -> dict[str, str]:
+        """What every unit's process starts with; its identity comes on top (at launch, or
+        at hand-over for a pooled unit)."""
         inherited = {name: os.environ[name] for name in _INHERITED if name in os.environ}
         return {
             **inherited,
@@ -135,9 +209,6 @@ class ProcessLauncher(Launcher):
                 if name.startswith(ENV_PREFIX) and not name.endswith("_FILE")
             },
             f"{ENV_PREFIX}HOST": self._host,
-            f"{ENV_PREFIX}CU_ID": spec.unit_id,
-            f"{ENV_PREFIX}CU_PORT": str(port),
-            f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": f"{self._advertised_host}:{port}",
             f"{ENV_PREFIX}CU_METRICS_PORT": "0",
             f"{ENV_PREFIX}CU_SHARES_OS_USER": "false" if self._isolated else "true",
             # The unit's own cores, unless units run on a Spark cluster.
@@ -145,39 +216,43 @@ class ProcessLauncher(Launcher):
                 f"{ENV_PREFIX}CU_SPARK_MASTER", f"local[{spec.cores}]"
             ),
             f"{ENV_PREFIX}CU_SPARK_DRIVER_MEMORY": f"{spec.memory_mib}m",
+        }
+
+    def _identity(self, spec: UnitSpec, home: Path, port: int) -> dict[str, str]:
+        """What makes the process spec's unit: its id, port, address and secrets' files."""
+        return {
+            f"{ENV_PREFIX}CU_ID": spec.unit_id,
+            f"{ENV_PREFIX}CU_PORT": str(port),
+            f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": self._address(port),
             **{f"{name}_FILE": str(home / "secrets" / name.lower()) for name in spec.secrets},
         }
+
+    def _rename(self, pool_id: str, unit_id: str) -> None:
+        """The pooled unit's records, from now on under the unit's id."""
+        self._units[unit_id] = self._units.pop(pool_id)
+        for suffix in (".log", ".pid"):
+            (self.log_dir / f"{pool_id}{suffix}").replace(self.log_dir / f"{unit_id}{suffix}")
 
     async def status(self, unit_id: str) -> UnitStatus:
         running = self._units.get(unit_id)
         if running is None:
-            return self._exited.get(unit_id, UnitStatus(UnitPhase.STOPPED))
+            return UnitStatus(UnitPhase.STOPPED)
         if running.process.running():
             return UnitStatus(UnitPhase.RUNNING, running.address)
         code = running.process.returncode
-        failed = UnitStatus(
-            UnitPhase.FAILED, message=f"the unit's process exited with status {code}"
-        )
-        self._forget(unit_id)
-        self._exited[unit_id] = failed
-        return failed
+        return UnitStatus(UnitPhase.FAILED, message=f"the unit's process exited with status {code}")
 
     async def stop(self, unit_id: str) -> None:
-        self._exited.pop(unit_id, None)
-        running = self._units.get(unit_id)
+        running = self._units.pop(unit_id, None)
         if running is None:
             return
         await asyncio.to_thread(running.process.stop)
-        self._forget(unit_id)
-        await asyncio.to_thread(shutil.rmtree, running.home, True)
-        if self._isolated:  # its home is gone: the next launch makes the user anew
-            await asyncio.to_thread(remove_system_user, unit_user(unit_id))
-
-    def _forget(self, unit_id: str) -> None:
-        self._units.pop(unit_id, None)
         (self.log_dir / f"{unit_id}.pid").unlink(missing_ok=True)
+        await asyncio.to_thread(shutil.rmtree, running.home, True)
+        if running.user is not None:  # its home is gone: the next launch makes the user anew
+            await asyncio.to_thread(remove_system_user, running.user)
 
     async def close(self) -> None:
-        """Stops every unit: they are this process's children, which end with it anyway
-        (the parent-death signal); stopped here, they end cleanly."""
+        """Stops every unit (and every pooled one): they are this process's children, which
+        end with it anyway (the parent-death signal); stopped here, they end cleanly."""
         await asyncio.gather(*(self.stop(unit_id) for unit_id in list(self._units)))

@@ -40,6 +40,14 @@ class ComputingUnitSettings(WarehouseClientSettings):
         secret=True,
         scoped=True,
     )
+    hand_over_pipe: str = setting(
+        "HAND_OVER_PIPE",
+        "",
+        "Set by the registry's launcher for a unit of its warm pool: the named pipe on which "
+        "the started, warmed unit waits for the identity of the user's unit it becomes. "
+        "Empty: the unit starts as the unit its other settings name.",
+        scoped=True,
+    )
     unit_registry_target: str = setting(
         "REGISTRY_TARGET",
         "",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import os
 from functools import partial
@@ -21,7 +19,7 @@ from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse, wiring
 from warehouse_service.api.computing_units import ComputingUnitServicer
 from warehouse_service.api.execution_deletion import ExecutionDeletionServicer
-from warehouse_service.api.retention import RetentionLoop, RetentionServicer
+from warehouse_service.api.retention import RetentionServicer, RetentionSweep
 from warehouse_service.api.warehouses import WarehouseServicer
 from warehouse_service.background.cleaner import ExecutionPurge
 from warehouse_service.background.due_work import Pacing
@@ -29,6 +27,7 @@ from warehouse_service.background.leases import LeaseSweep
 from warehouse_service.background.maintenance import TableMaintenance
 from warehouse_service.background.queue_worker import QueueWorker
 from warehouse_service.background.reader_grants import grant_existing
+from warehouse_service.background.scheduler import Scheduler
 from warehouse_service.background.usage_meter import UsageMeter
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.sql_catalog_tables import SqlCatalogTables
@@ -48,8 +47,12 @@ from warehouse_service.store.unit_launches import UnitLaunches
 from warehouse_service.store.work_queue import Queue
 from warehouse_service.units.unit_certificates import UnitCertificates
 from warehouse_service.units.unit_credentials import UnitCredentials
+from warehouse_service.units.unit_pool import UnitPool
 from warehouse_service.units.unit_port import unit_port, unit_trust
 from warehouse_service.units.unit_supervisor import UnitSupervisor, unit_settings
+
+#: How often the unit supervisor looks over the units.
+UNIT_CHECK_SECONDS = 1.0
 
 
 def build() -> ServiceProcess:
@@ -68,37 +71,14 @@ def build() -> ServiceProcess:
     guard = endpoint_guard(settings)
     storage_io = settings.storage_io_properties()
     sql_warehouse = registry_sql_warehouse(settings, storage_io)
-    # Where the registry's background work reaches an execution's tables.
-    tables = SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog
-    queue_worker = partial(
-        QueueWorker,
+    scheduler = background_work(
+        settings,
         db,
-        interval_seconds=settings.cleanup_interval_seconds,
-        max_backoff_seconds=settings.cleanup_max_backoff_seconds,
-        hold_seconds=settings.cleanup_hold_seconds,
-    )
-    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(tables, guard, storage_io))
-    maintainer = queue_worker(
-        Queue.MAINTENANCE,
-        TableMaintenance(
-            db,
-            catalog,
-            guard,
-            margin_seconds=settings.orphan_margin_seconds,
-            storage_io=storage_io,
-        ),
-        settled_seconds=settings.orphan_margin_seconds,
-    )
-    retention = RetentionLoop(db, interval_seconds=settings.retention_interval_seconds)
-    meter = UsageMeter(
-        db,
-        tables,
-        Pacing(
-            settings.usage_interval_seconds,
-            settings.usage_max_backoff_seconds,
-            batch=50,
-            hold_seconds=settings.cleanup_hold_seconds,
-        ),
+        catalog=catalog,
+        supervisor=supervisor,
+        guard=guard,
+        storage_io=storage_io,
+        sql_warehouse=sql_warehouse,
     )
     warehouses = WarehouseServicer(
         db,
@@ -108,7 +88,6 @@ def build() -> ServiceProcess:
         endpoint_guard=guard,
         rules=rules,
     )
-    background: list[asyncio.Task[None]] = []
     gatekeeper_tokens = GatekeeperTokens(settings.signing_key, settings.gatekeeper_token_seconds)
     gatekeeper = gatekeeper_server(settings, gatekeeper_tokens, db, catalog)
 
@@ -116,30 +95,14 @@ def build() -> ServiceProcess:
         await catalog.open()
         await db.open()
         await prepare_platform(settings, warehouses)
-        leases = LeaseSweep(
-            db,
-            interval_seconds=settings.heartbeat_interval_seconds,
-            lease_seconds=settings.lease_seconds,
-        )
-        background.append(asyncio.create_task(leases.run_forever()))
-        background.append(asyncio.create_task(supervisor.watch_forever()))
-        background.append(asyncio.create_task(cleaner.run_forever()))
-        background.append(asyncio.create_task(meter.run_forever()))
-        if sql_warehouse is None:  # expiring snapshots commits through the REST catalog
-            background.append(asyncio.create_task(maintainer.run_forever()))
-        background.append(asyncio.create_task(retention.run_forever()))
+        scheduler.start()
         if gatekeeper is not None:
             await gatekeeper.start()
-        if settings.catalog_reader_client_id and sql_warehouse is None:
-            background.append(asyncio.create_task(grant_existing(db, catalog)))
 
     async def stop() -> None:
         if gatekeeper is not None:
             await gatekeeper.stop()
-        for task in background:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await scheduler.stop()
         await supervisor.close()
         await catalog.close()
         await db.close()
@@ -205,6 +168,74 @@ async def prepare_platform(
         await warehouses.create_platform(platform_warehouse.create_request(settings))
 
 
+def background_work(
+    settings: WarehouseServiceSettings,
+    db: Database,
+    *,
+    catalog: CatalogClient,
+    supervisor: UnitSupervisor,
+    guard: EndpointGuard,
+    storage_io: dict[str, str],
+    sql_warehouse: SqlWarehouse | None,
+) -> Scheduler:
+    """The registry's background jobs: leases swept, units checked, the cleanup and
+    maintenance queues worked, usage read, retention applied, readers granted at start."""
+    scheduler = Scheduler()
+    leases = LeaseSweep(db, lease_seconds=settings.lease_seconds)
+
+    async def sweep_leases() -> None:
+        await leases.sweep()
+
+    heartbeat = settings.heartbeat_interval_seconds
+    scheduler.every("lease sweep", sweep_leases, heartbeat, first_after_seconds=heartbeat)
+    scheduler.every(
+        "unit check", supervisor.check, UNIT_CHECK_SECONDS, first_after_seconds=UNIT_CHECK_SECONDS
+    )
+    if supervisor.pool is not None:
+        scheduler.every("unit pool refill", supervisor.pool.refill, UNIT_CHECK_SECONDS)
+    # Where the registry's background work reaches an execution's tables.
+    tables = SqlCatalogTables(sql_warehouse) if sql_warehouse else catalog
+    queue_worker = partial(
+        QueueWorker,
+        db,
+        interval_seconds=settings.cleanup_interval_seconds,
+        max_backoff_seconds=settings.cleanup_max_backoff_seconds,
+        hold_seconds=settings.cleanup_hold_seconds,
+    )
+    cleaner = queue_worker(Queue.CLEANUP, ExecutionPurge(tables, guard, storage_io))
+    scheduler.every(Queue.CLEANUP.prefix, cleaner.work_due, settings.cleanup_interval_seconds)
+    pacing = Pacing(
+        settings.usage_interval_seconds,
+        settings.usage_max_backoff_seconds,
+        batch=50,
+        hold_seconds=settings.cleanup_hold_seconds,
+    )
+    meter = UsageMeter(db, tables, pacing)
+    scheduler.every(
+        "usage reading", meter.measure_and_publish, pacing.interval_seconds, batch=pacing.batch
+    )
+    if sql_warehouse is None:  # expiring snapshots commits through the REST catalog
+        maintainer = queue_worker(
+            Queue.MAINTENANCE,
+            TableMaintenance(
+                db,
+                catalog,
+                guard,
+                margin_seconds=settings.orphan_margin_seconds,
+                storage_io=storage_io,
+            ),
+            settled_seconds=settings.orphan_margin_seconds,
+        )
+        scheduler.every(
+            Queue.MAINTENANCE.prefix, maintainer.work_due, settings.cleanup_interval_seconds
+        )
+    retention = RetentionSweep(db)
+    scheduler.every("retention", retention.apply, settings.retention_interval_seconds)
+    if settings.catalog_reader_client_id and sql_warehouse is None:
+        scheduler.once("reader grants", partial(grant_existing, db, catalog))
+    return scheduler
+
+
 def endpoint_guard(settings: WarehouseServiceSettings) -> EndpointGuard:
     """The storage endpoints warehouses may not name, and the exceptions allowed."""
     # The platform warehouse's endpoint is the operator's, not a user's: it may be internal.
@@ -232,18 +263,29 @@ def unit_supervisor(
     launches: UnitLaunches,
     certificates: UnitCertificates | None,
 ) -> UnitSupervisor:
-    """Starts, watches and stops the computing units, with the launcher the settings name."""
+    """Starts, watches and stops the computing units, with the launcher the settings name
+    (and the warm pool they ask for)."""
+    launcher = launcher_named(
+        settings.unit_launcher,
+        root=settings.unit_folder,
+        host=settings.host,
+        advertised_host=settings.unit_advertised_host,
+    )
+    launch_settings = {
+        **unit_settings(os.environ),
+        **(certificates.unit_settings() if certificates else {}),
+    }
+    pool = (
+        UnitPool(launcher, launch_settings, settings.pool_classes(), settings.unit_pool_size)
+        if settings.unit_pool_size
+        else None
+    )
     return UnitSupervisor(
         db,
-        launcher_named(
-            settings.unit_launcher,
-            root=settings.unit_folder,
-            host=settings.host,
-            advertised_host=settings.unit_advertised_host,
-        ),
+        launcher,
         credentials=credentials,
         launches=launches,
-        settings=unit_settings(os.environ),
+        settings=launch_settings,
         shared_secrets={
             **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
             **unit_trust(settings),
@@ -254,6 +296,7 @@ def unit_supervisor(
         default_memory_mib=settings.unit_default_memory_mib,
         share_unconfined=settings.share_unconfined_units,
         certificates=certificates,
+        pool=pool,
     )
 
 

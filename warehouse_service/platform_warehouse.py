@@ -14,12 +14,12 @@ import asyncio
 import logging
 import uuid
 
-import asyncpg
 from pyiceberg.catalog.sql import SqlCatalog
 
 from catalog_map.platform import PlatformWarehouseSettings
 from texera.lake.v1 import warehouse_pb2, warehouse_service_pb2
-from warehouse_service.store.db import Connection
+from warehouse_service.store import warehouse_records
+from warehouse_service.store.db import Connection, Record
 
 log = logging.getLogger("warehouse_service.platform_warehouse")
 
@@ -28,9 +28,6 @@ PLATFORM_WAREHOUSE_ID = uuid.UUID("9d3c54f2-1f0e-4c55-8a0b-6f1f6c0a7e11")
 #: The request id it is created with, which makes creating it again a replay.
 PLATFORM_REQUEST_ID = str(PLATFORM_WAREHOUSE_ID)
 DISPLAY_NAME = "platform"
-_UNLOCKED = "SELECT * FROM warehouses WHERE warehouse_id = $1"
-#: FOR SHARE: a bind keeps the row from changing under it, as per-user binds do.
-_LOCKED = _UNLOCKED + " FOR SHARE"
 
 
 def create_request(
@@ -80,9 +77,7 @@ async def prepare_sql_catalog(settings: PlatformWarehouseSettings) -> None:
     log.info("SQL catalog ready", extra={"warehouse": warehouse.warehouse_location})
 
 
-async def platform_row(connection: Connection, *, lock: bool = False) -> asyncpg.Record | None:
-    """The platform warehouse's row (locked FOR SHARE with lock); None before it is made."""
-    row: asyncpg.Record | None = await connection.fetchrow(
-        _LOCKED if lock else _UNLOCKED, PLATFORM_WAREHOUSE_ID
-    )
-    return row
+async def platform_row(connection: Connection, *, lock: bool = False) -> Record | None:
+    """The platform warehouse's row (locked FOR SHARE with lock, as per-user binds lock theirs);
+    None before it is made."""
+    return await warehouse_records.warehouse(connection, PLATFORM_WAREHOUSE_ID, lock=lock)

@@ -17,6 +17,7 @@ from service_runtime.config import (
 )
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.base import LAUNCHERS
+from unit_launcher.size_class import SizeClass
 from warehouse_service.catalog import delete_profile
 from warehouse_service.catalog_modes import CatalogMode
 
@@ -364,6 +365,28 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "Memory (MiB) of a user's default unit, made on first use.",
         scoped=True,
     )
+    unit_pool_size: int = setting(
+        "UNIT_POOL_SIZE",
+        0,
+        "Computing units kept started and warmed up per size class, each handed at once to a "
+        "user's new, default or restarted unit of its size, and replaced; 0 turns the pool "
+        "off. The process launcher only.",
+        scoped=True,
+    )
+    unit_pool_classes: str = setting(
+        "UNIT_POOL_CLASSES",
+        "",
+        "The size classes the pool keeps units of, as CORESxMEMORY_MIB, comma-separated (for "
+        "example 1x1024,2x4096). Empty: the default unit's size.",
+        scoped=True,
+    )
+
+    def pool_classes(self) -> list[SizeClass]:
+        """The size classes of the warm pool (none when it is off)."""
+        if self.unit_pool_size == 0:
+            return []
+        default = SizeClass(self.unit_default_cores, self.unit_default_memory_mib)
+        return SizeClass.parse_list(self.unit_pool_classes) or [default]
 
     def validate(self) -> None:
         super().validate()
@@ -420,11 +443,25 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
             raise ConfigError(
                 f"TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER must be one of {', '.join(LAUNCHERS)}"
             )
+        self._validate_pool()
         if self.unit_idle_seconds <= 0 or self.unit_start_timeout_seconds <= 0:
             raise ConfigError(
                 "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "
                 "TEXERA_LAKE_WAREHOUSE_UNIT_START_TIMEOUT_SECONDS must be above 0"
             )
+
+    def _validate_pool(self) -> None:
+        if self.unit_pool_size < 0:
+            raise ConfigError(f"{self.variable_of('unit_pool_size')} must be 0 or more")
+        if self.unit_pool_size and self.unit_launcher != "process":
+            raise ConfigError(
+                f"{self.variable_of('unit_pool_size')}: the {self.unit_launcher} launcher keeps "
+                "no warm pool; set it to 0"
+            )
+        try:
+            SizeClass.parse_list(self.unit_pool_classes)
+        except ValueError as exc:
+            raise ConfigError(f"{self.variable_of('unit_pool_classes')}: {exc}") from exc
 
     def _validate_unit_issuer(self) -> None:
         variable = self.variable_of

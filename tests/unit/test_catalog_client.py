@@ -13,8 +13,9 @@ from aiohttp import web
 
 from tests.loopback_http import served
 from warehouse_service.api.warehouses import catalog_failure
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.settings import WAREHOUSE_SCOPE
 
 LISTING = {"warehouses": [{"name": "w", "id": "1"}]}

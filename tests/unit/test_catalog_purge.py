@@ -17,12 +17,9 @@ from tests.loopback_http import served
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.api.warehouses import catalog_delete_failure
 from warehouse_service.catalog import catalog_purge
-from warehouse_service.catalog.catalog_client import (
-    NAMESPACE_SEPARATOR,
-    CatalogClient,
-    CatalogError,
-    CatalogUnavailable,
-)
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.rest_tables import NAMESPACE_SEPARATOR
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NAME, ID, PREFIX = "texera-w", "7b1d3f52-0000-4000-8000-000000000001", "prefix-1"

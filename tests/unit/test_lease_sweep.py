@@ -3,9 +3,9 @@ until a full lease after it is back, so the units that heartbeat on through an o
 their executions; units that are really gone are swept once that lease has passed.
 
 The sweep (warehouse_service.background.leases) and the pool's outage accounting (warehouse_service.store.db)
-are the real ones; the database under them is a model of the sweep's two statements, on a
-clock the test moves (its now()). tests/integration/test_lease_sweep.py runs the statements
-on PostgreSQL.
+are the real ones; the database under them is a model of the sweep's two statements
+(warehouse_service.store.leases), on a clock the test moves (its now()).
+tests/integration/test_lease_sweep.py runs the statements on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 import pytest
 
 from service_runtime.errors import ServiceError
-from warehouse_service.background import leases
 from warehouse_service.background.leases import LeaseSweep
+from warehouse_service.store import leases
 from warehouse_service.store.db import Database
 
 LEASE = 10.0
@@ -87,7 +87,7 @@ def replica(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> tuple[Database, 
     """A replica of the registry: its pool and its sweep."""
     db = Database("postgresql://model", pool_size=1)
     monkeypatch.setattr(db, "_pool", Pool(ledger))
-    return db, LeaseSweep(db, interval_seconds=1.0, lease_seconds=LEASE)
+    return db, LeaseSweep(db, lease_seconds=LEASE)
 
 
 async def heartbeat(db: Database, unit: str) -> bool:

@@ -23,7 +23,8 @@ from service_runtime.outbound_tls import ServerTrust
 from tests.loopback_http import served
 from tests.unit.tls_files import MeshFiles
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogUnavailable
 from warehouse_service.store.db_tls import database_ssl
 
 

@@ -9,7 +9,7 @@ from service_runtime.errors import FieldViolations, ServiceError
 from texera.lake.v1 import warehouse_pb2
 from warehouse_service.api.validation import bucket_problem, endpoint_problem, key_prefix_problem
 from warehouse_service.api.warehouses import catalog_failure
-from warehouse_service.catalog.catalog_client import CatalogError
+from warehouse_service.catalog.tables import CatalogError
 
 
 @pytest.mark.parametrize("bucket", ["abc", "my-bucket", "results.2026", "a" * 63, "0-9"])

@@ -44,8 +44,9 @@ def test_a_unit_gets_its_secrets_as_files_and_a_clean_environment(
         settings={"TEXERA_LAKE_CU_CAPACITY": "3"},
         secrets={"TEXERA_LAKE_CU_CREDENTIAL": "unit credential"},
     )
-    home = launcher._prepare_home(spec, None)
-    environment = launcher._environment(spec, home, 12345)
+    home = launcher._prepare_home(spec.unit_id, None)
+    launcher._write_secrets(home, spec.secrets, None)
+    environment = {**launcher._environment(spec, home), **launcher._identity(spec, home, 12345)}
     assert "unit credential" not in str(environment)
     assert SECRET not in str(environment)
     assert "TEXERA_LAKE_WAREHOUSE_DATABASE_URL" not in environment

@@ -34,7 +34,7 @@ from warehouse_service.api.validation import (
 )
 from warehouse_service.store import unit_records
 from warehouse_service.store.db import Connection, Database, present
-from warehouse_service.units.unit_supervisor import UnitSupervisor, new_unit_id, usable_unit
+from warehouse_service.units.unit_supervisor import UnitSupervisor, new_unit_id
 
 log = logging.getLogger("warehouse_service.api.computing_units")
 cus = computing_unit_service_pb2
@@ -68,7 +68,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
         violations = FieldViolations()
         check_identifier(violations, unit_id, "computing_unit_id")
         violations.raise_if_any()
-        row = await usable_unit(connection, unit_id, user)
+        row = await unit_records.usable_unit(connection, unit_id, user)
         if row is None:
             raise not_found(Resource.COMPUTING_UNIT, unit_id)
         return row

@@ -1,9 +1,8 @@
-"""Retention policies: RetentionService (Get/UpdateRetentionPolicy), and the loop that deletes
+"""Retention policies: RetentionService (Get/UpdateRetentionPolicy), and the sweep that deletes
 what a policy says to, as DeleteExecution does (a tombstone, then the cleanup queue)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -11,7 +10,7 @@ import asyncpg
 from google.protobuf.duration_pb2 import Duration
 
 from service_runtime.callers import require_user
-from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
+from service_runtime.errors import FieldViolations, failed_precondition
 from texera.lake.v1 import retention_service_pb2, retention_service_pb2_grpc
 from warehouse_service.api.permissions import Role
 from warehouse_service.api.validation import check_uuid
@@ -118,23 +117,14 @@ class RetentionServicer(retention_service_pb2_grpc.RetentionServiceServicer):
         return rs.UpdateRetentionPolicyResponse(policy=policy_message(warehouse_id, row))
 
 
-class RetentionLoop:
-    """Every interval, tombstones what the policies say to delete, a batch at a time; the
-    cleanup queue drops their tables. Repeating a pass changes nothing: a tombstoned
-    execution is no longer a candidate."""
+class RetentionSweep:
+    """Tombstones what the policies say to delete, a batch at a time (the scheduler runs a pass
+    every interval); the cleanup queue drops their tables. Repeating a pass changes nothing: a
+    tombstoned execution is no longer a candidate."""
 
-    def __init__(self, db: Database, *, interval_seconds: float, batch: int = 100) -> None:
+    def __init__(self, db: Database, *, batch: int = 100) -> None:
         self._db = db
-        self._interval = interval_seconds
         self._batch = batch
-
-    async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.apply()
-            except ServiceError:
-                log.warning("retention skipped: the database is unavailable")
-            await asyncio.sleep(self._interval)
 
     async def apply(self) -> int:
         """One pass; how many executions it deleted."""

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 import grpc
 
 from catalog_map.platform import PLATFORM_OWNER
@@ -55,10 +54,16 @@ from warehouse_service.api.validation import (
 )
 from warehouse_service.background import leftover_tables
 from warehouse_service.catalog import catalog_purge, delete_profile
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.mode_rules import ModeRules
-from warehouse_service.store import memberships, retention_store, usage_repository
-from warehouse_service.store.db import Database, present
+from warehouse_service.store import (
+    memberships,
+    retention_store,
+    usage_repository,
+    warehouse_records,
+)
+from warehouse_service.store.db import Database, Record, present
 
 log = logging.getLogger("warehouse_service.api.warehouses")
 _ID_NAMESPACE = uuid.UUID("6b1b8f0e-4f7e-4a8e-9c1e-2f3d4c5b6a70")
@@ -75,7 +80,6 @@ _STORAGE_FIELDS = {
     "InvalidStorageCredential": "credentials",
     "StorageEndpointNotAllowed": _ENDPOINT_FIELD,
 }
-_UNFINISHED = ("QUEUED", "RUNNING")
 
 
 def catalog_name(warehouse_id: str) -> str:
@@ -181,7 +185,7 @@ def catalog_delete_failure(exc: CatalogError) -> ServiceError:
     )
 
 
-def _require_state(row: asyncpg.Record, state: str) -> None:
+def _require_state(row: Record, state: str) -> None:
     if row["state"] != state:
         raise ServiceError(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -190,7 +194,7 @@ def _require_state(row: asyncpg.Record, state: str) -> None:
         )
 
 
-def _require_not_deleted(row: asyncpg.Record) -> None:
+def _require_not_deleted(row: Record) -> None:
     if row["state"] in ("DELETING", "DELETED"):
         raise ServiceError(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -237,9 +241,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         self._member_tokens = PageTokens(page_token_key, "warehouse-members")
         self._delete_wait = delete_wait_seconds
 
-    async def _as_user(
-        self, user: str, warehouse_id: str, needed: Role
-    ) -> tuple[asyncpg.Record, Role]:
+    async def _as_user(self, user: str, warehouse_id: str, needed: Role) -> tuple[Record, Role]:
         """The warehouse and the user's role on it, if that allows `needed`."""
         violations = FieldViolations()
         if warehouse_id or not self._rules.platform_by_default:
@@ -248,7 +250,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         async with self._db.connection() as connection:
             return await self._rules.warehouse_as(connection, warehouse_id, user, needed)
 
-    async def _owned(self, owner: str, warehouse_id: str) -> asyncpg.Record:
+    async def _owned(self, owner: str, warehouse_id: str) -> Record:
         row, _ = await self._as_user(owner, warehouse_id, Role.OWNER)
         return row
 
@@ -300,7 +302,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         warehouse_id: str = "",
         *,
         in_catalog: bool = True,
-    ) -> asyncpg.Record:
+    ) -> Record:
         content = _fingerprint(request.warehouse)
         if request.request_id and (earlier := await self._created_by(owner, request.request_id)):
             if earlier["request_fingerprint"] != content:
@@ -341,14 +343,9 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
                 [FieldViolation(_ENDPOINT_FIELD, f"is not an allowed storage endpoint: {problem}")]
             )
 
-    async def _created_by(self, owner: str, request_id: str) -> asyncpg.Record | None:
+    async def _created_by(self, owner: str, request_id: str) -> Record | None:
         async with self._db.connection() as connection:
-            row: asyncpg.Record | None = await connection.fetchrow(
-                "SELECT * FROM warehouses WHERE owner_user_id = $1 AND create_request_id = $2",
-                owner,
-                request_id.lower(),
-            )
-            return row
+            return await warehouse_records.by_request(connection, owner, request_id.lower())
 
     async def _create_in_catalog(
         self, name: str, request: warehouse_service_pb2.CreateWarehouseRequest
@@ -402,40 +399,20 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         catalog_id: str,
         request: warehouse_service_pb2.CreateWarehouseRequest,
         content: str,
-    ) -> asyncpg.Record:
-        storage = request.warehouse.storage
+    ) -> Record:
         async with self._db.transaction() as connection:
-            row = await connection.fetchrow(
-                """
-                INSERT INTO warehouses (
-                    warehouse_id, owner_user_id, display_name, catalog_warehouse_id,
-                    catalog_warehouse_name, bucket, key_prefix, region, endpoint,
-                    path_style_access, flavor, sts_enabled, sts_role_arn, state,
-                    create_request_id, request_fingerprint)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'ACTIVE', $14, $15)
-                ON CONFLICT DO NOTHING
-                RETURNING *
-                """,
+            row = await warehouse_records.create(
+                connection,
                 uuid.UUID(warehouse_id),
                 owner,
-                request.warehouse.display_name,
-                uuid.UUID(catalog_id),
-                catalog_name(warehouse_id),
-                storage.bucket,
-                storage.key_prefix.removesuffix("/"),
-                storage.region,
-                storage.endpoint,
-                storage.path_style_access,
-                records.FLAVOR_NAMES[storage.flavor],
-                storage.sts_enabled,
-                storage.sts_role_arn,
-                request.request_id.lower() or None,
-                content,
+                request.warehouse,
+                catalog_id=uuid.UUID(catalog_id),
+                catalog_name=catalog_name(warehouse_id),
+                request_id=request.request_id.lower() or None,
+                fingerprint=content,
             )
             if row is None:  # a concurrent retry of the same request wrote it first
-                row = await connection.fetchrow(
-                    "SELECT * FROM warehouses WHERE warehouse_id = $1", uuid.UUID(warehouse_id)
-                )
+                row = await warehouse_records.warehouse(connection, uuid.UUID(warehouse_id))
         assert row is not None
         return row
 
@@ -503,11 +480,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         await self._check_endpoint(row["endpoint"])
         request_id = request.request_id.lower() or str(uuid.uuid4())
         async with self._db.connection() as connection:
-            done = await connection.fetchval(
-                "SELECT 1 FROM credential_rotations WHERE warehouse_id = $1 AND request_id = $2",
-                row["warehouse_id"],
-                request_id,
-            )
+            done = await warehouse_records.rotated(connection, row["warehouse_id"], request_id)
         if not done:
             try:
                 await self._catalog.update_credential(
@@ -525,33 +498,14 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             warehouse=records.warehouse(row, Role.OWNER)
         )
 
-    async def _record_rotation(self, warehouse_id: uuid.UUID, request_id: str) -> asyncpg.Record:
+    async def _record_rotation(self, warehouse_id: uuid.UUID, request_id: str) -> Record:
         async with self._db.transaction() as connection:
-            inserted = await connection.fetchval(
-                """
-                INSERT INTO credential_rotations (warehouse_id, request_id, credential_version)
-                SELECT warehouse_id, $2, credential_version + 1 FROM warehouses WHERE warehouse_id = $1
-                ON CONFLICT DO NOTHING
-                RETURNING credential_version
-                """,
-                warehouse_id,
-                request_id,
-            )
-            if inserted is not None:
-                await connection.execute(
-                    "UPDATE warehouses SET credential_version = $2, updated_at = now() WHERE warehouse_id = $1",
-                    warehouse_id,
-                    inserted,
-                )
-            return present(
-                await connection.fetchrow(
-                    "SELECT * FROM warehouses WHERE warehouse_id = $1", warehouse_id
-                )
-            )
+            version = await warehouse_records.record_rotation(connection, warehouse_id, request_id)
+            if version is not None:
+                await warehouse_records.set_credential_version(connection, warehouse_id, version)
+            return present(await warehouse_records.warehouse(connection, warehouse_id))
 
-    async def _in_catalog(
-        self, step: Callable[[str], Awaitable[None]], row: asyncpg.Record
-    ) -> None:
+    async def _in_catalog(self, step: Callable[[str], Awaitable[None]], row: Record) -> None:
         try:
             await step(str(row["catalog_warehouse_id"]))
         except CatalogError as exc:
@@ -559,21 +513,12 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
 
-    async def _set_state(
-        self, warehouse_id: uuid.UUID, source: str, target: str
-    ) -> asyncpg.Record | None:
+    async def _set_state(self, warehouse_id: uuid.UUID, source: str, target: str) -> Record | None:
         """The warehouse moved from state source to target; None if it was not in source."""
         async with self._db.connection() as connection:
-            moved: asyncpg.Record | None = await connection.fetchrow(
-                "UPDATE warehouses SET state = $3, updated_at = now() "
-                "WHERE warehouse_id = $1 AND state = $2 RETURNING *",
-                warehouse_id,
-                source,
-                target,
-            )
-        return moved
+            return await warehouse_records.move(connection, warehouse_id, source, target)
 
-    async def _move(self, warehouse_id: str, source: str, target: str) -> asyncpg.Record:
+    async def _move(self, warehouse_id: str, source: str, target: str) -> Record:
         """The caller's warehouse moved from state source to target; already in target is a
         no-op."""
         row = await self._owned(require_user().user_id, warehouse_id)
@@ -644,10 +589,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         except CatalogUnavailable as exc:
             raise catalog_unavailable(exc) from exc
         async with self._db.transaction() as connection:
-            deleted = await connection.fetchrow(
-                "UPDATE warehouses SET state = 'DELETED', updated_at = now() WHERE warehouse_id = $1 RETURNING *",
-                row["warehouse_id"],
-            )
+            deleted = await warehouse_records.mark_deleted(connection, row["warehouse_id"])
             # Its tables are gone: its executions store nothing any more.
             await usage_repository.schedule_warehouse(connection, row["warehouse_id"])
         log.info(
@@ -672,32 +614,21 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
 
     async def _stop_writes(
         self, warehouse_id: uuid.UUID, target: str, sources: tuple[str, ...]
-    ) -> asyncpg.Record | None:
+    ) -> Record | None:
         """The warehouse moved from one of sources to target, unless executions still run in it;
         binds lock the row, so none can slip in. None if it was in none of sources."""
         async with self._db.transaction() as connection:
-            await connection.execute(
-                "SELECT 1 FROM warehouses WHERE warehouse_id = $1 FOR UPDATE", warehouse_id
-            )
-            running = await connection.fetchval(
-                "SELECT count(*) FROM executions WHERE warehouse_id = $1 AND state = ANY($2::text[])",
-                warehouse_id,
-                list(_UNFINISHED),
-            )
+            await warehouse_records.lock_for_update(connection, warehouse_id)
+            running = await warehouse_records.unfinished_executions(connection, warehouse_id)
             if running:
                 raise ServiceError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"{running} execution(s) still write into the warehouse; cancel them first",
                     reason="WAREHOUSE_IN_USE",
                 )
-            moved: asyncpg.Record | None = await connection.fetchrow(
-                "UPDATE warehouses SET state = $2, updated_at = now() "
-                "WHERE warehouse_id = $1 AND state = ANY($3::text[]) RETURNING *",
-                warehouse_id,
-                target,
-                list(sources),
+            return await warehouse_records.move_from_any(
+                connection, warehouse_id, target, list(sources)
             )
-            return moved
 
     # Sharing --------------------------------------------------------------------------
 

@@ -36,14 +36,14 @@ from lake_tables.uncommitted import data_folder, delete_folder
 from service_runtime.endpoint_guard import EndpointGuard
 from warehouse_service.background.queue_worker import WorkFailed
 from warehouse_service.background.table_storage import storage_properties, warehouse_root
-from warehouse_service.background.table_work import ExecutionTables, on_table, warehouse_prefix
-from warehouse_service.catalog.catalog_client import CatalogError, CatalogUnavailable
+from warehouse_service.background.table_work import on_table, warehouse_prefix
+from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
 
 
 class ExecutionPurge:
     def __init__(
         self,
-        catalog: ExecutionTables,
+        catalog: CatalogTables,
         guard: EndpointGuard,
         storage_io: Mapping[str, str] | None = None,
     ) -> None:

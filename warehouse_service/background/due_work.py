@@ -1,16 +1,9 @@
-"""What the registry's background workers (cleaner, usage meter) share: working what is due
-in batches, and when an attempt that failed is due again."""
+"""What the registry's background workers (cleaner, usage meter) share: how they take what is
+due in batches, and when an attempt that failed is due again."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from service_runtime.errors import ServiceError
-
-log = logging.getLogger("warehouse_service.background.due_work")
 
 
 @dataclass(frozen=True)
@@ -24,20 +17,6 @@ class Pacing:
     max_backoff_seconds: float
     batch: int = 20
     hold_seconds: float = 300.0
-
-
-async def work_forever(step: Callable[[], Awaitable[int]], pacing: Pacing, what: str) -> None:
-    """Runs step (which works up to a batch of due items and says how many) again and again:
-    at once after a full batch, since more are likely due, else after the interval. A
-    database outage skips a round."""
-    while True:
-        taken = 0
-        try:
-            taken = await step()
-        except ServiceError:
-            log.warning("%s skipped: the database is unavailable", what)
-        if taken < pacing.batch:
-            await asyncio.sleep(pacing.interval_seconds)
 
 
 def retry_at(attempts_column: str) -> str:

@@ -31,52 +31,22 @@ leases that have not lapsed by then.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from service_runtime.errors import ServiceError
+from warehouse_service.store import leases
 from warehouse_service.store.db import Database
 
+# Re-exported for the statements that still take it from here; it lives in the store.
+from warehouse_service.store.leases import lease_lapsed as lease_lapsed  # noqa: PLC0414
+
 log = logging.getLogger("warehouse_service.background.leases")
-
-
-def lease_lapsed(expires_at: str) -> str:
-    """SQL: whether the lease whose expiry is the column expires_at lapsed (its expiry and
-    the sweep's hold have both passed)."""
-    return f"greatest({expires_at}, (SELECT hold_until FROM lease_sweep_hold)) < now()"  # noqa: S608
-
-
-_HOLD = """
-UPDATE lease_sweep_hold SET hold_until = greatest(hold_until, now() + make_interval(secs => $1))
-RETURNING hold_until
-"""
-
-_SWEEP = f"""
-WITH lost AS (
-    UPDATE computing_units SET state = 'LOST'
-    WHERE state = 'HEALTHY' AND {lease_lapsed("lease_expires_at")}
-    RETURNING computing_unit_id, lease_expires_at
-)
-UPDATE executions SET
-    state = 'FAILED',
-    error_reason = 'COMPUTING_UNIT_LOST',
-    error_message = 'computing unit ' || lost.computing_unit_id
-        || ' stopped sending heartbeats; its lease lapsed at ' || lost.lease_expires_at,
-    ended_at = now(),
-    updated_at = now()
-FROM lost
-WHERE executions.computing_unit_id = lost.computing_unit_id
-  AND executions.state IN ('QUEUED', 'RUNNING')
-RETURNING executions.execution_id, lost.computing_unit_id
-"""  # noqa: S608 - lease_lapsed is this module's constant SQL
 
 
 class LeaseSweep:
     """This replica's sweep (see the module's docstring for its hold)."""
 
-    def __init__(self, db: Database, *, interval_seconds: float, lease_seconds: float) -> None:
+    def __init__(self, db: Database, *, lease_seconds: float) -> None:
         self._db = db
-        self._interval = interval_seconds
         self._lease = lease_seconds
         #: db.outages as of this replica's last sweep (None: it has not swept yet).
         self._outages_seen: int | None = None
@@ -89,8 +59,8 @@ class LeaseSweep:
         first = self._outages_seen is None
         hold = outages != self._outages_seen
         async with self._db.transaction() as connection:
-            held_until = await connection.fetchval(_HOLD, self._lease) if hold else None
-            rows = await connection.fetch(_SWEEP)
+            held_until = await leases.hold(connection, self._lease) if hold else None
+            rows = await leases.sweep(connection)
         # Only now, once recorded: a sweep that failed leaves the hold to the next one.
         self._outages_seen = outages
         if held_until is not None:
@@ -108,11 +78,3 @@ class LeaseSweep:
                 },
             )
         return [row["execution_id"] for row in rows]
-
-    async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sweep()
-            except ServiceError:
-                log.warning("lease sweep skipped: the database is unavailable")

@@ -18,8 +18,8 @@ from lake_tables.naming import (
     execution_table,
     result_table_prefix,
 )
-from warehouse_service.background.table_work import ExecutionTables
 from warehouse_service.catalog.catalog_purge import Contents
+from warehouse_service.catalog.tables import CatalogTables
 
 
 class _Names:
@@ -40,7 +40,7 @@ class _Names:
 
 
 async def kept(
-    catalog: ExecutionTables, prefix: str, contents: Contents, removing: Mapping[str, bool]
+    catalog: CatalogTables, prefix: str, contents: Contents, removing: Mapping[str, bool]
 ) -> int:
     """How many of the listed tables are not leftovers of the executions being removed
     (execution id -> whether it was deleted)."""
@@ -55,7 +55,7 @@ async def kept(
 
 
 async def _belongs(
-    catalog: ExecutionTables,
+    catalog: CatalogTables,
     prefix: str,
     namespace: tuple[str, ...],
     name: str,

@@ -1,15 +1,13 @@
-"""The loop that works one queue of the ledger (see work_queue): claim what is due, do each,
-record it done or failed. Every replica of the registry runs one per queue."""
+"""The worker of one queue of the ledger (see work_queue): claim what is due, do each, record
+it done or failed. Every replica of the registry runs one per queue, on its scheduler."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from service_runtime.errors import ServiceError
 from warehouse_service.store import work_queue
 from warehouse_service.store.db import Database
 from warehouse_service.store.work_queue import Queue
@@ -48,14 +46,6 @@ class QueueWorker:
         self._hold = hold_seconds
         self._settled = settled_seconds
         self._batch = batch
-
-    async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.work_due()
-            except ServiceError:
-                log.warning("%s skipped: the database is unavailable", self._queue.prefix)
-            await asyncio.sleep(self._interval)
 
     async def work_due(self) -> int:
         """Works the rows that are due; how many it took."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
+from warehouse_service.store import warehouse_records
 from warehouse_service.store.db import Database
 
 log = logging.getLogger("warehouse_service.background.reader_grants")
@@ -15,10 +17,7 @@ async def grant_existing(db: Database, catalog: CatalogClient) -> None:
     """Grants the reader every warehouse not being deleted; a refusal is logged, and that
     warehouse's readers get no token until the next start."""
     async with db.connection() as connection:
-        rows = await connection.fetch(
-            "SELECT warehouse_id, catalog_warehouse_id FROM warehouses "
-            "WHERE state NOT IN ('DELETING', 'DELETED')"
-        )
+        rows = await warehouse_records.not_being_deleted(connection)
     for row in rows:
         try:
             await catalog.grant_reader(str(row["catalog_warehouse_id"]))

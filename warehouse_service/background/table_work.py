@@ -6,34 +6,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, Protocol
 
 import asyncpg
 
 from lake_tables.uncommitted import UnsafeLocation
 from service_runtime.endpoint_guard import EndpointRefused
 from warehouse_service.background.queue_worker import WorkFailed
-from warehouse_service.catalog.catalog_client import CatalogError, CatalogUnavailable
+from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
 
 
-class ExecutionTables(Protocol):
-    """The catalog calls made on an execution's tables: CatalogClient's over the REST
-    catalog, or SqlCatalogTables' over global-sql's SQL catalog."""
-
-    async def prefix(self, warehouse_name: str) -> str: ...
-    async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]: ...
-    async def load_table(
-        self,
-        prefix: str,
-        namespace: tuple[str, ...],
-        table: str,
-        *,
-        vended_credentials: bool = True,
-    ) -> Any: ...
-    async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None: ...
-
-
-async def warehouse_prefix(catalog: ExecutionTables, row: asyncpg.Record) -> str:
+async def warehouse_prefix(catalog: CatalogTables, row: asyncpg.Record) -> str:
     """The Iceberg prefix of the claimed row's warehouse."""
     try:
         return await catalog.prefix(row["catalog_warehouse_name"])

@@ -18,10 +18,9 @@ import asyncpg
 
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RESULTS, RUNTIME_STATS, execution_table
 from service_runtime.metrics import WAREHOUSE_USAGE
-from warehouse_service.background.due_work import Pacing, failure_text, work_forever
-from warehouse_service.background.table_work import ExecutionTables
+from warehouse_service.background.due_work import Pacing, failure_text
 from warehouse_service.background.usage_figures import UnreadableMetadata, Usage, table_usage
-from warehouse_service.catalog.catalog_client import CatalogError, CatalogUnavailable
+from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
 from warehouse_service.store import usage_repository
 from warehouse_service.store.db import Database
 
@@ -34,17 +33,15 @@ class ReadingFailed(Exception):
 
 
 class UsageMeter:
-    def __init__(self, db: Database, catalog: ExecutionTables, pacing: Pacing) -> None:
+    def __init__(self, db: Database, catalog: CatalogTables, pacing: Pacing) -> None:
         self._db = db
         self._catalog = catalog
         self._pacing = pacing
         #: The warehouses whose gauges are set.
         self._published: set[str] = set()
 
-    async def run_forever(self) -> None:
-        await work_forever(self._round, self._pacing, "usage reading")
-
-    async def _round(self) -> int:
+    async def measure_and_publish(self) -> int:
+        """One round: reads what is due, then publishes the sums; how many it read."""
         taken = await self.measure_due()
         await self.publish()
         return taken

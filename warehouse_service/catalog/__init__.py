@@ -1,2 +1,3 @@
 """The registry's catalog: its REST client and OAuth2 clients (Lakekeeper's management and Iceberg
-REST APIs), the SQL catalog's tables, deletion profiles and purges."""
+REST APIs), the interface to warehouses' tables with its REST and SQL catalog backends, deletion
+profiles and purges."""

@@ -15,7 +15,8 @@ import sys
 from service_runtime.config import ConfigError
 from service_runtime.logs import configure_logging
 from warehouse_service import wiring
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.settings import WarehouseServiceSettings
 
 log = logging.getLogger("warehouse_service.catalog.bootstrap_catalog")

@@ -1,4 +1,5 @@
-"""A client of Lakekeeper's management API and, for purges, of the Iceberg REST API.
+"""A client of Lakekeeper's management API and of its Iceberg REST API, where it is the REST
+backend of CatalogTables (the table calls are rest_tables', sent through this client).
 
 Timeouts on every call; connection errors, timeouts, 408, 429 and 5xx answers
 (JSON or not: a proxy's HTML page is an outage too) are retried with
@@ -19,7 +20,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import yarl
@@ -36,28 +36,15 @@ from warehouse_service.catalog.catalog_oauth import (
     token_subject,
 )
 from warehouse_service.catalog.delete_profile import HARD
+from warehouse_service.catalog.rest_tables import RestCatalogTables
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 
 log = logging.getLogger("warehouse_service.catalog")
-NAMESPACE_SEPARATOR = "\x1f"
 _FLAVORS = {
     warehouse_pb2.S3_FLAVOR_UNSPECIFIED: "aws",
     warehouse_pb2.S3_FLAVOR_AWS: "aws",
     warehouse_pb2.S3_FLAVOR_S3_COMPAT: "s3-compat",
 }
-
-
-class CatalogError(Exception):
-    """The catalog refused a request (4xx)."""
-
-    def __init__(self, status: int, error_type: str, message: str) -> None:
-        super().__init__(f"{status} {error_type}: {message}")
-        self.status = status
-        self.error_type = error_type
-        self.message = message
-
-
-class CatalogUnavailable(Exception):
-    """The catalog could not be reached, or kept failing, within the retries."""
 
 
 def _unavailable(error: BaseException) -> bool:
@@ -97,7 +84,7 @@ class Forwarded:
     content_type: str
 
 
-class CatalogClient:
+class CatalogClient(RestCatalogTables):
     def __init__(
         self,
         management_uri: str,
@@ -404,79 +391,3 @@ class CatalogClient:
 
     async def delete_warehouse(self, warehouse_id: str) -> None:
         await self._request("DELETE", f"{self._management}/v1/warehouse/{warehouse_id}")
-
-    # Iceberg REST API, for purges and cleanups --------------------------------------
-
-    async def prefix(self, warehouse_name: str) -> str:
-        config = await self._request(
-            "GET", f"{self._catalog}/v1/config", params={"warehouse": warehouse_name}
-        )
-        return str(config["overrides"]["prefix"])
-
-    async def namespaces(self, prefix: str, parent: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-        """Every namespace under parent, children before their parents."""
-        params = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else {}
-        listed = await self._pages(f"{self._catalog}/v1/{prefix}/namespaces", "namespaces", params)
-        found: list[tuple[str, ...]] = []
-        for namespace in map(tuple, listed):
-            found += await self.namespaces(prefix, namespace)
-            found.append(namespace)
-        return found
-
-    async def tables(self, prefix: str, namespace: tuple[str, ...]) -> list[str]:
-        url = f"{self._namespace_url(prefix, namespace)}/tables"
-        return [identifier["name"] for identifier in await self._pages(url, "identifiers", {})]
-
-    async def _pages(self, url: str, key: str, params: dict[str, str]) -> list[Any]:
-        """Every item of a listing, following next-page-token until it is null or absent."""
-        items: list[Any] = []
-        token: str | None = None
-        seen: set[str] = set()
-        while True:
-            page_params = {**params, "pageToken": token} if token else params
-            answer = await self._request("GET", url, params=page_params or None)
-            items += answer[key]
-            token = answer.get("next-page-token")
-            if not token:
-                return items
-            if token in seen:
-                raise CatalogUnavailable("the catalog's listing repeats a page token")
-            seen.add(token)
-
-    async def load_table(
-        self,
-        prefix: str,
-        namespace: tuple[str, ...],
-        table: str,
-        *,
-        vended_credentials: bool = True,
-    ) -> Any:
-        """The table's LoadTableResult; with vended_credentials, with storage credentials for
-        its location when the catalog vends them."""
-        delegation = {"X-Iceberg-Access-Delegation": "vended-credentials"}
-        return await self._request(
-            "GET",
-            self._table_url(prefix, namespace, table),
-            headers=delegation if vended_credentials else None,
-        )
-
-    async def drop_table(self, prefix: str, namespace: tuple[str, ...], table: str) -> None:
-        await self._request(
-            "DELETE", self._table_url(prefix, namespace, table), params={"purgeRequested": "true"}
-        )
-
-    async def commit_table(
-        self, prefix: str, namespace: tuple[str, ...], table: str, commit: dict[str, Any]
-    ) -> Any:
-        """Commits requirements and updates (a CommitTableRequest); the CommitTableResponse."""
-        return await self._request("POST", self._table_url(prefix, namespace, table), json=commit)
-
-    async def drop_namespace(self, prefix: str, namespace: tuple[str, ...]) -> None:
-        await self._request("DELETE", self._namespace_url(prefix, namespace))
-
-    def _table_url(self, prefix: str, namespace: tuple[str, ...], table: str) -> str:
-        return f"{self._namespace_url(prefix, namespace)}/tables/{quote(table, safe='')}"
-
-    def _namespace_url(self, prefix: str, namespace: tuple[str, ...]) -> str:
-        encoded = quote(NAMESPACE_SEPARATOR.join(namespace), safe="")
-        return f"{self._catalog}/v1/{prefix}/namespaces/{encoded}"

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from service_runtime.retry import RetryPolicy, retry_async
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError
 
 Contents = dict[tuple[str, ...], list[str]]
 #: Lakekeeper's error type for the delete of a protected warehouse.

@@ -18,12 +18,8 @@ from cachetools import LRUCache
 from service_runtime.auth import AuthenticationError
 from service_runtime.iceberg_errors import iceberg_error
 from warehouse_service.api.records import TERMINAL_STATES
-from warehouse_service.catalog.catalog_client import (
-    CatalogClient,
-    CatalogError,
-    CatalogUnavailable,
-    Forwarded,
-)
+from warehouse_service.catalog.catalog_client import CatalogClient, Forwarded
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.gatekeeper import rules
 from warehouse_service.gatekeeper.rules import Kind, Refused, Route, forbidden, no_such_table
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens

@@ -26,7 +26,8 @@ from service_runtime.internal_tokens import MESH_AUDIENCE, REGISTRY_ISSUER, Toke
 from texera.lake.internal.v1 import execution_credentials_pb2
 from warehouse_service.api.records import TERMINAL_STATES
 from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.internal.vended import RENEWED_KEYS, credentials_for
 
 #: The one action an execution's token allows.

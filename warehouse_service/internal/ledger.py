@@ -47,12 +47,14 @@ from warehouse_service.api.validation import (
     check_uuid,
 )
 from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
-from warehouse_service.catalog.catalog_client import CatalogClient, CatalogError, CatalogUnavailable
+from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.internal.registry_checks import ended, same_caller
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store import executions
 from warehouse_service.store.db import Connection, Database, present
-from warehouse_service.units.unit_supervisor import USABLE_STATES, UnitSupervisor, usable_unit
+from warehouse_service.store.unit_records import usable_unit
+from warehouse_service.units.unit_supervisor import USABLE_STATES, UnitSupervisor
 
 log = logging.getLogger("warehouse_service.internal.ledger")
 

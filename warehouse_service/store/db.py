@@ -41,6 +41,8 @@ DATABASE_DOWN = (
 
 #: A connection from the pool (generic only in the type stubs).
 Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+#: A row a statement answers, for modules outside the store that handle rows.
+Record: TypeAlias = asyncpg.Record
 
 
 def present(row: asyncpg.Record | None) -> asyncpg.Record:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 import asyncpg
 
@@ -47,6 +48,28 @@ async def by_request(connection: Connection, owner: str, request_id: str) -> asy
         "SELECT * FROM units WHERE owner_user_id = $1 AND create_request_id = $2",
         owner,
         request_id,
+    )
+    return row
+
+
+async def usable_unit(
+    connection: Connection,
+    unit_id: str,
+    user_id: str,
+    *,
+    lock: Literal["", "FOR NO KEY UPDATE"] = "",
+) -> asyncpg.Record | None:
+    """The unit if user_id owns it or it was shared with user_id, and it is not deleted."""
+    row: asyncpg.Record | None = await connection.fetchrow(
+        f"""
+        SELECT * FROM units
+        WHERE unit_id = $1 AND state <> 'DELETED'
+          AND (owner_user_id = $2
+               OR EXISTS (SELECT 1 FROM unit_shares s WHERE s.unit_id = $1 AND s.user_id = $2))
+        {lock}
+        """,  # noqa: S608 - lock is one of the clauses its type allows
+        unit_id,
+        user_id,
     )
     return row
 

@@ -18,6 +18,16 @@ async def launch_address(connection: Connection, unit_id: str) -> str | None:
     return launched
 
 
+async def healthy(connection: Connection, unit_id: str) -> asyncpg.Record | None:
+    """The unit's registration if it is HEALTHY and its lease has not expired."""
+    row: asyncpg.Record | None = await connection.fetchrow(
+        "SELECT * FROM computing_units WHERE computing_unit_id = $1 "
+        "AND state = 'HEALTHY' AND lease_expires_at > now()",
+        unit_id,
+    )
+    return row
+
+
 async def fail_unfinished(connection: Connection, unit_id: str) -> str:
     """Fails the unit's unfinished executions (it restarted: what it ran is gone); the
     statement's status ("UPDATE <count>")."""
@@ -107,3 +117,20 @@ async def least_loaded(
         limit,
     )
     return rows
+
+
+async def unregister(connection: Connection, unit_id: str, why: str) -> None:
+    """Ends a unit's registration, failing what it still ran (when why says why)."""
+    await connection.execute(
+        "UPDATE computing_units SET state = 'LOST' WHERE computing_unit_id = $1", unit_id
+    )
+    if why:
+        await connection.execute(
+            """
+            UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_LOST',
+                error_message = $2, ended_at = now(), updated_at = now()
+            WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
+            """,
+            unit_id,
+            why[:4000],
+        )

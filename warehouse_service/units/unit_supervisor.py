@@ -21,18 +21,19 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
-import asyncpg
 import grpc
 
 from service_runtime.config import ENV_PREFIX
 from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
-from unit_launcher.base import Launcher, UnitPhase, UnitSpec
+from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
+from unit_launcher.hand_over import HandOverFailed
 from unit_launcher.unit_settings import ComputingUnitSettings
-from warehouse_service.background.leases import lease_lapsed
-from warehouse_service.store.db import Connection, Database
+from warehouse_service.store import executions, unit_records, unit_registrations, unit_supervision
+from warehouse_service.store.db import Database, Record
 from warehouse_service.store.unit_launches import UnitLaunches, new_generation
 from warehouse_service.units.unit_certificates import UnitCertificates
 from warehouse_service.units.unit_credentials import UnitCredentials
+from warehouse_service.units.unit_pool import UnitPool
 
 log = logging.getLogger("warehouse_service.units")
 
@@ -69,24 +70,6 @@ def new_unit_id() -> str:
     return f"cu-{secrets.token_hex(8)}"
 
 
-async def usable_unit(
-    connection: Connection, unit_id: str, user_id: str, *, lock: str = ""
-) -> asyncpg.Record | None:
-    """The unit if user_id owns it or it was shared with user_id, and it is not deleted."""
-    row: asyncpg.Record | None = await connection.fetchrow(
-        f"""
-        SELECT * FROM units
-        WHERE unit_id = $1 AND state <> 'DELETED'
-          AND (owner_user_id = $2
-               OR EXISTS (SELECT 1 FROM unit_shares s WHERE s.unit_id = $1 AND s.user_id = $2))
-        {lock}
-        """,  # noqa: S608 - lock is one of this module's constants
-        unit_id,
-        user_id,
-    )
-    return row
-
-
 class UnitSupervisor:
     def __init__(
         self,
@@ -103,12 +86,14 @@ class UnitSupervisor:
         default_memory_mib: int,
         share_unconfined: bool = False,
         certificates: UnitCertificates | None = None,
+        pool: UnitPool | None = None,
     ) -> None:
         self._db = db
         self._launcher = launcher
         self._credentials = credentials
         self._launches = launches
-        self._settings = {**settings, **(certificates.unit_settings() if certificates else {})}
+        #: Every unit's settings (pooled ones' too).
+        self._settings = dict(settings)
         #: Secrets every unit gets besides its own credential (global-sql: the SQL catalog's).
         self._shared_secrets = dict(shared_secrets or {})
         self._idle = idle_seconds
@@ -116,6 +101,8 @@ class UnitSupervisor:
         self._default_size = (default_cores, default_memory_mib)
         self._share_unconfined = share_unconfined
         self._certificates = certificates
+        #: The warm pool, if one is kept.
+        self.pool = pool
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._launching: set[asyncio.Task[None]] = set()
         #: Units whose launch is under way (before it holds the unit's lock).
@@ -141,13 +128,7 @@ class UnitSupervisor:
         """Launches a PROVISIONING unit; the caller holds the unit's lock."""
         generation = new_generation()  # every credential of an earlier launch ends here
         async with self._db.connection() as connection:
-            row = await connection.fetchrow(
-                "UPDATE units SET launched_at = now(), updated_at = now(), "
-                "credential_generation = $2, launch_address = NULL "
-                "WHERE unit_id = $1 AND state = 'PROVISIONING' RETURNING *",
-                unit_id,
-                generation,
-            )
+            row = await unit_supervision.begin_launch(connection, unit_id, generation)
         self._launches.forget(unit_id)
         if row is None:
             return
@@ -166,14 +147,10 @@ class UnitSupervisor:
             },
         )
         try:
-            status = await self._launcher.launch(spec)
+            status = await self._start_process(spec)
             async with self._db.connection() as connection:
-                await connection.execute(
-                    "UPDATE units SET launch_address = $3 "
-                    "WHERE unit_id = $1 AND credential_generation = $2",
-                    unit_id,
-                    generation,
-                    status.address or None,
+                await unit_supervision.record_launch_address(
+                    connection, unit_id, generation, status.address or None
                 )
         except Exception as exc:
             log.exception("launching a computing unit failed", extra={"unit_id": unit_id})
@@ -183,17 +160,28 @@ class UnitSupervisor:
             return
         log.info("computing unit launched", extra={"unit_id": unit_id})
 
+    async def _start_process(self, spec: UnitSpec) -> UnitStatus:
+        """A pooled unit of spec's size handed over, if the pool has one; else a new one."""
+        pool_id = self.pool.take(spec.cores, spec.memory_mib) if self.pool else None
+        if pool_id is not None:
+            try:
+                status = await self._launcher.hand_over(pool_id, spec)
+            except HandOverFailed as exc:
+                log.warning(
+                    "a pooled unit could not be handed over; launching a new one",
+                    extra={"unit_id": spec.unit_id, "why": str(exc)},
+                )
+            else:
+                log.info("pooled unit handed over", extra={"unit_id": spec.unit_id})
+                return status
+        return await self._launcher.launch(spec)
+
     async def start(self, unit_id: str) -> None:
         """Launches a STOPPED or FAILED unit again."""
         async with self._locks[unit_id]:
             async with self._db.connection() as connection:
-                started = await connection.fetchval(
-                    "UPDATE units SET state = 'PROVISIONING', state_message = '', "
-                    "updated_at = now(), last_used_at = now() "
-                    "WHERE unit_id = $1 AND state IN ('STOPPED', 'FAILED') RETURNING unit_id",
-                    unit_id,
-                )
-            if started is not None:
+                started = await unit_supervision.restart(connection, unit_id)
+            if started:
                 await self._launch(unit_id)
 
     async def _set_state(
@@ -202,33 +190,23 @@ class UnitSupervisor:
         state: str,
         message: str,
         *,
-        when: str = "",
-        when_args: tuple[object, ...] = (),
+        when: unit_supervision.Condition = unit_supervision.ANY_STATE,
     ) -> bool:
-        """Moves a unit to state if the extra condition `when` (SQL, its parameters from $4 on)
-        holds; ends its registration unless the new state is RUNNING."""
+        """Moves a unit to state if its row meets when; ends its registration unless the new
+        state is RUNNING."""
         async with self._db.transaction() as connection:
             # Stopped or failed, the unit's process is gone (or going): so is its credential.
-            changed = await connection.fetchval(
-                "UPDATE units SET state = $2, state_message = $3, updated_at = now(), "  # noqa: S608
-                "credential_generation = CASE WHEN $2 IN ('STOPPED', 'FAILED') THEN NULL "
-                "ELSE credential_generation END "
-                f"WHERE unit_id = $1 {when} RETURNING unit_id",
-                unit_id,
-                state,
-                message,
-                *when_args,
-            )
-            if changed is not None and state != "RUNNING":
-                await _unregister(connection, unit_id, f"computing unit {unit_id} {message}")
+            changed = await unit_supervision.set_state(connection, unit_id, state, message, when)
+            if changed and state != "RUNNING":
+                await unit_registrations.unregister(
+                    connection, unit_id, f"computing unit {unit_id} {message}"
+                )
         self._launches.forget(unit_id)
-        return changed is not None
+        return changed
 
     # Submissions --------------------------------------------------------------------
 
-    def check_confined(
-        self, unit: asyncpg.Record, user_id: str, workers_confined: bool | None
-    ) -> None:
+    def check_confined(self, unit: Record, user_id: str, workers_confined: bool | None) -> None:
         """Refuses user_id on the unit if its latest registration said its workers are not
         confined (None: it never registered), unless user_id owns it or this registry lets
         such units be shared."""
@@ -239,36 +217,20 @@ class UnitSupervisor:
     async def default_unit(self, user_id: str) -> str:
         """The user's default unit, created (and launched) on first use."""
         async with self._db.connection() as connection:
-            found = await connection.fetchval(
-                "SELECT unit_id FROM units WHERE owner_user_id = $1 AND default_unit "
-                "AND state <> 'DELETED'",
-                user_id,
-            )
+            found = await unit_supervision.default_unit(connection, user_id)
             if found is not None:
-                return str(found)
+                return found
             cores, memory = self._default_size
-            created = await connection.fetchval(
-                """
-                INSERT INTO units (unit_id, owner_user_id, display_name, cores, memory_mib,
-                                   default_unit, state, request_fingerprint)
-                VALUES ($1, $2, 'default', $3, $4, true, 'PROVISIONING', '')
-                ON CONFLICT (owner_user_id) WHERE default_unit AND state <> 'DELETED' DO NOTHING
-                RETURNING unit_id
-                """,
-                new_unit_id(),
-                user_id,
-                cores,
-                memory,
+            created = await unit_supervision.create_default(
+                connection, new_unit_id(), user_id, cores, memory
             )
         if created is None:  # a concurrent first submission made it
             return await self.default_unit(user_id)
         log.info("default computing unit created", extra={"unit_id": created})
         self.launch_soon(created)
-        return str(created)
+        return created
 
-    async def acquire(
-        self, user_id: str, unit_id: str, wait_seconds: float | None
-    ) -> asyncpg.Record:
+    async def acquire(self, user_id: str, unit_id: str, wait_seconds: float | None) -> Record:
         """The registration of a running unit user_id may use, started if it was stopped,
         waited for at most wait_seconds (None: the start timeout)."""
         unit_id = unit_id or await self.default_unit(user_id)
@@ -276,22 +238,16 @@ class UnitSupervisor:
         restarted = False
         while True:
             async with self._db.connection() as connection:
-                row = await usable_unit(connection, unit_id, user_id)
+                row = await unit_records.usable_unit(connection, unit_id, user_id)
                 if row is None:
                     raise not_found(Resource.COMPUTING_UNIT, unit_id)
-                registration = await connection.fetchrow(
-                    "SELECT * FROM computing_units WHERE computing_unit_id = $1 "
-                    "AND state = 'HEALTHY' AND lease_expires_at > now()",
-                    unit_id,
-                )
+                registration = await unit_registrations.healthy(connection, unit_id)
                 if row["state"] == "RUNNING" and registration is not None:
                     # Judged by the registration handed out: a stopped or new unit is started
                     # first (below) and judged by the one it then makes. BindExecution checks
                     # again, for a unit that has registered anew since.
                     self.check_confined(row, user_id, registration["workers_confined"])
-                    await connection.execute(
-                        "UPDATE units SET last_used_at = now() WHERE unit_id = $1", unit_id
-                    )
+                    await executions.touch_unit(connection, unit_id)
                     return registration
             if row["state"] == "DELETING":
                 raise failed_precondition(
@@ -323,46 +279,22 @@ class UnitSupervisor:
         with unfinished executions is refused."""
         async with self._locks[unit_id]:
             async with self._db.transaction() as connection:
-                await connection.execute(
-                    "SELECT 1 FROM units WHERE unit_id = $1 FOR UPDATE", unit_id
-                )
-                unfinished = [
-                    row["execution_id"]
-                    for row in await connection.fetch(
-                        "SELECT execution_id FROM executions WHERE computing_unit_id = $1 "
-                        "AND state IN ('QUEUED', 'RUNNING') ORDER BY execution_id",
-                        unit_id,
-                    )
-                ]
+                await unit_supervision.lock(connection, unit_id)
+                unfinished = await unit_supervision.unfinished_executions(connection, unit_id)
                 if unfinished and not force:
                     raise failed_precondition(
                         f"computing unit {unit_id} still runs {len(unfinished)} execution(s); "
                         "delete it with force to cancel them",
                         reason="COMPUTING_UNIT_BUSY",
                     )
-                await connection.execute(
-                    "UPDATE units SET state = 'DELETING', updated_at = now() WHERE unit_id = $1",
-                    unit_id,
-                )
+                await unit_supervision.mark_deleting(connection, unit_id)
             # Stopped with SIGTERM (or its Pod deleted), the unit cancels what it runs and
             # reports each execution CANCELLED, its partial files cleaned up.
             await self._launcher.stop(unit_id)
             async with self._db.transaction() as connection:
-                await connection.execute(
-                    """
-                    UPDATE executions SET state = 'CANCELLED', error_reason = 'COMPUTING_UNIT_DELETED',
-                        error_message = 'the computing unit was deleted', ended_at = now(),
-                        updated_at = now()
-                    WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
-                    """,
-                    unit_id,
-                )
-                await _unregister(connection, unit_id, "")
-                await connection.execute(
-                    "UPDATE units SET state = 'DELETED', default_unit = false, updated_at = now(), "
-                    "credential_generation = NULL WHERE unit_id = $1",
-                    unit_id,
-                )
+                await unit_supervision.cancel_unfinished(connection, unit_id)
+                await unit_registrations.unregister(connection, unit_id, "")
+                await unit_supervision.mark_deleted(connection, unit_id)
         self._launches.forget(unit_id)
         self._locks.pop(unit_id, None)
         log.info("computing unit deleted", extra={"unit_id": unit_id, "cancelled": unfinished})
@@ -370,45 +302,18 @@ class UnitSupervisor:
 
     # Watching -----------------------------------------------------------------------
 
-    async def watch_forever(self, interval_seconds: float = 1.0) -> None:
-        while True:
-            await asyncio.sleep(interval_seconds)
-            try:
-                await self.check()
-            except ServiceError:
-                log.warning("unit check skipped: the database is unavailable")
-
     async def check(self) -> None:
         """Fails units whose process ended, or that are neither known to the launcher nor
         registered, or that never registered in time; stops idle ones."""
         async with self._db.connection() as connection:
-            live = await connection.fetch(
-                f"""
-                SELECT u.unit_id, u.state,
-                       coalesce(u.launched_at, u.created_at)
-                           < now() - make_interval(secs => $1) AS late,
-                       coalesce(r.state = 'HEALTHY' AND NOT {lease_lapsed("r.lease_expires_at")},
-                                false) AS registered
-                FROM units u LEFT JOIN computing_units r ON r.computing_unit_id = u.unit_id
-                WHERE u.state IN ('PROVISIONING', 'RUNNING')
-                """,  # noqa: S608 - lease_lapsed is constant SQL
-                self._start_timeout,
-            )
-            idle = await connection.fetch(
-                """
-                SELECT unit_id FROM units u
-                WHERE state = 'RUNNING' AND last_used_at < now() - make_interval(secs => $1)
-                  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.computing_unit_id = u.unit_id
-                                  AND e.state IN ('QUEUED', 'RUNNING'))
-                """,
-                self._idle,
-            )
+            live = await unit_supervision.live_units(connection, self._start_timeout)
+            idle = await unit_supervision.idle_units(connection, self._idle)
         for row in live:
             unit_id = row["unit_id"]
             if unit_id not in self._pending and not self._locks[unit_id].locked():
                 await self._check_live(unit_id, row["state"], row["late"], row["registered"])
-        for row in idle:
-            await self._stop_idle(row["unit_id"])
+        for unit_id in idle:
+            await self._stop_idle(unit_id)
 
     async def _check_live(self, unit_id: str, state: str, late: bool, registered: bool) -> None:
         status = await self._launcher.status(unit_id)
@@ -420,7 +325,7 @@ class UnitSupervisor:
         if gone:
             message = status.message or "the unit is not running (its registration lapsed)"
             if await self._set_state(
-                unit_id, "FAILED", message, when="AND state = $4", when_args=(state,)
+                unit_id, "FAILED", message, when=unit_supervision.still_in(state)
             ):
                 log.warning("computing unit failed", extra={"unit_id": unit_id, "why": message})
         elif state == "PROVISIONING" and late:
@@ -430,7 +335,7 @@ class UnitSupervisor:
                     unit_id,
                     "FAILED",
                     f"the unit did not start within {self._start_timeout:g} s",
-                    when="AND state = 'PROVISIONING'",
+                    when=unit_supervision.STILL_PROVISIONING,
                 )
 
     async def _stop_idle(self, unit_id: str) -> None:
@@ -439,11 +344,7 @@ class UnitSupervisor:
                 unit_id,
                 "STOPPED",
                 f"stopped after {self._idle:g} s without executions",
-                when="""AND state = 'RUNNING'
-                    AND last_used_at < now() - make_interval(secs => $4)
-                    AND NOT EXISTS (SELECT 1 FROM executions e
-                        WHERE e.computing_unit_id = units.unit_id AND e.state IN ('QUEUED', 'RUNNING'))""",
-                when_args=(self._idle,),
+                when=unit_supervision.still_idle(self._idle),
             )
             if stopped:
                 await self._launcher.stop(unit_id)
@@ -454,21 +355,6 @@ class UnitSupervisor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.pool is not None:
+            await self.pool.close()
         await self._launcher.close()
-
-
-async def _unregister(connection: Connection, unit_id: str, why: str) -> None:
-    """Ends a unit's registration, failing what it still ran (when why says why)."""
-    await connection.execute(
-        "UPDATE computing_units SET state = 'LOST' WHERE computing_unit_id = $1", unit_id
-    )
-    if why:
-        await connection.execute(
-            """
-            UPDATE executions SET state = 'FAILED', error_reason = 'COMPUTING_UNIT_LOST',
-                error_message = $2, ended_at = now(), updated_at = now()
-            WHERE computing_unit_id = $1 AND state IN ('QUEUED', 'RUNNING')
-            """,
-            unit_id,
-            why[:4000],
-        )

@@ -1,0 +1,120 @@
+"""The warm pool of computing units, on a stack of its own that keeps two: a pooled unit is
+handed to a new user and runs their execution, the pool refills, a pooled unit that
+crashes is replaced, and two users asking at once get different units. (Pool size 0,
+as every other test's stack has it, behaves as before: units start when asked for.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from embedded_stack.settings import StackSettings
+from embedded_stack.stack import Stack
+from service_runtime.execution_states import state_name
+from tests.conftest import TEST_STACK_ENV
+from tests.integration.executions import workflow
+from tests.integration.people import Person, person
+from unit_launcher.process import unit_user
+
+pytestmark = pytest.mark.integration
+
+POOL_SIZE = 2
+SMALL = workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}])
+
+
+@pytest.fixture(scope="module")
+def pool_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("pool")))
+    env = {
+        **TEST_STACK_ENV,
+        "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE": str(POOL_SIZE),
+        "TEXERA_LAKE_CU_WARM_UP_JOBS": "3",  # pooled units warm up before they wait
+    }
+    with Stack(settings, ephemeral_ports=True, service_env=env) as running:
+        yield running
+
+
+def pooled(stack: Stack) -> dict[str, int]:
+    """The pooled units not yet handed over, and their processes."""
+    return {
+        pid_file.stem: int(pid_file.read_text())
+        for pid_file in (stack.unit_root / "logs").glob("pool-*.pid")
+    }
+
+
+def ready(stack: Stack, pool_id: str) -> bool:
+    return (stack.unit_root / pool_id / "secrets" / "hand-over.ready").exists()
+
+
+def full_pool(stack: Stack, *, without: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Waits until the pool holds POOL_SIZE ready units, none of them in without."""
+    deadline = time.monotonic() + 300
+    while True:
+        units = pooled(stack)
+        if (
+            len(units) == POOL_SIZE
+            and not without & set(units)
+            and all(ready(stack, pool_id) for pool_id in units)
+        ):
+            return units
+        assert time.monotonic() < deadline, f"the pool holds {units}"
+        time.sleep(0.5)
+
+
+def run_small(someone: Person) -> str:
+    """Runs a small workflow; the unit it ran on."""
+    submitted = someone.executions.submit(someone.warehouse_id, SMALL)
+    assert state_name(someone.executions.finish(submitted.execution_id)) == "SUCCEEDED"
+    return submitted.computing_unit_id
+
+
+def test_a_pooled_unit_runs_a_new_users_execution_and_the_pool_refills(
+    pool_stack: Stack,
+) -> None:
+    before = full_pool(pool_stack)
+    ann = person(pool_stack, "ann")
+    unit_id = run_small(ann)
+    handle = pool_stack.unit_for(ann.user_id)
+    assert handle.unit_id == unit_id
+    assert handle.pid in before.values()  # a pooled process, not a new one
+    [pool_id] = [pool_id for pool_id, pid in before.items() if pid == handle.pid]
+
+    # Now the user's unit, known by its id alone; nothing waits on its pipe any more.
+    assert pool_id not in pooled(pool_stack)
+    assert not (pool_stack.unit_root / pool_id / "secrets" / "hand-over").exists()
+    unit = psutil.Process(handle.pid)
+    if os.geteuid() == 0:  # its own OS user, which no other unit has
+        assert unit.username() == unit_user(pool_id)
+    environ = Path(f"/proc/{handle.pid}/environ").read_bytes()
+    assert b"CREDENTIAL=" not in environ
+
+    # The pool is full again, with a new unit.
+    assert full_pool(pool_stack, without=frozenset({pool_id})).keys().isdisjoint({pool_id})
+
+
+def test_a_pooled_unit_that_crashes_before_hand_over_is_replaced(pool_stack: Stack) -> None:
+    units = full_pool(pool_stack)
+    crashed, pid = next(iter(units.items()))
+    os.killpg(pid, signal.SIGKILL)
+    replaced = full_pool(pool_stack, without=frozenset({crashed}))
+    assert crashed not in replaced
+    assert not (pool_stack.unit_root / crashed).exists()  # its home went with it
+    # A user asking now gets a working unit.
+    run_small(person(pool_stack, "bea"))
+
+
+def test_two_users_asking_at_once_get_different_pooled_units(pool_stack: Stack) -> None:
+    units = full_pool(pool_stack)
+    cat, dan = person(pool_stack, "cat"), person(pool_stack, "dan")
+    with ThreadPoolExecutor(2) as threads:
+        ran_on = list(threads.map(run_small, [cat, dan]))
+    assert ran_on[0] != ran_on[1]
+    pids = {pool_stack.unit_for(someone.user_id).pid for someone in (cat, dan)}
+    assert pids == set(units.values())
