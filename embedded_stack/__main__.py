@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,9 @@ from lake_cli.render import error_text
 from service_runtime.config import ConfigError
 from service_runtime.processes import ProcessFailed
 from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service.settings import WarehouseServiceSettings
+
+POOL_SETTING = WarehouseServiceSettings.variable_of("unit_pool_size")
 
 
 def _print_endpoints(stack: Stack) -> None:
@@ -129,7 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         settings = replace(settings, state_dir=args.state_dir)
     if args.plaintext:
         settings = replace(settings, tls=False)
-    service_env = {MODE_SETTING: args.catalog_mode} if args.catalog_mode else {}
+    service_env = {
+        # A new user's first unit comes from a warm pool of one, unless the environment says.
+        POOL_SETTING: os.environ.get(POOL_SETTING, "1"),
+        **({MODE_SETTING: args.catalog_mode} if args.catalog_mode else {}),
+    }
     stack = Stack(settings, ephemeral_ports=args.ephemeral_ports, service_env=service_env)
     sys.exit(up(stack, example=not args.no_example))
 

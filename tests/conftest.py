@@ -47,6 +47,8 @@ TEST_STACK_ENV = {
     "TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
     # Nor do they warm up (test_warm_up does): many start, and they share the tests' cores.
     "TEXERA_LAKE_CU_WARM_UP_JOBS": "0",
+    # No warm pool of units (test_unit_pool has one): units start when asked for.
+    "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE": "0",
     # A catalog that keeps failing fails its executions within seconds, not minutes.
     "TEXERA_LAKE_CU_COMMIT_RETRY_SECONDS": "5",
 }

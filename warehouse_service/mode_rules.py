@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import uuid
 
-import asyncpg
 import grpc
 
 from service_runtime.errors import Resource, ServiceError, not_found
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service.api import records
-from warehouse_service.api.permissions import Role
+from warehouse_service import records
 from warehouse_service.catalog_modes import CatalogMode
+from warehouse_service.domain.permissions import Role
 from warehouse_service.platform_warehouse import PLATFORM_WAREHOUSE_ID, platform_row
 from warehouse_service.store import memberships
-from warehouse_service.store.db import Connection
+from warehouse_service.store.db import Connection, Record
 
 #: ErrorInfo reason of a warehouse management call that the global modes do not have.
 CATALOG_MODE_GLOBAL = "CATALOG_MODE_GLOBAL"
@@ -52,7 +51,7 @@ class ModeRules:
         needed: Role,
         *,
         lock: bool = False,
-    ) -> tuple[asyncpg.Record, Role]:
+    ) -> tuple[Record, Role]:
         """The warehouse and user_id's role on it, if that allows `needed` (else NOT_FOUND or
         PERMISSION_DENIED, see permissions)."""
         return await memberships.warehouse_as(connection, warehouse_id, user_id, needed, lock=lock)
@@ -64,7 +63,7 @@ class ModeRules:
         on its warehouse."""
         return await memberships.role_on(connection, warehouse_id, user_id)
 
-    def sql_binding(self, warehouse: asyncpg.Record) -> registry_service_pb2.CatalogBinding | None:
+    def sql_binding(self, warehouse: Record) -> registry_service_pb2.CatalogBinding | None:
         """The binding of a warehouse in the SQL catalog; None where warehouses are in the
         REST catalog."""
         return None
@@ -96,7 +95,7 @@ class GlobalRules(ModeRules):
         needed: Role,
         *,
         lock: bool = False,
-    ) -> tuple[asyncpg.Record, Role]:
+    ) -> tuple[Record, Role]:
         """Only the platform warehouse exists for users (an empty id names it), and everyone
         is its WRITER."""
         row = None
@@ -119,7 +118,7 @@ class GlobalSqlRules(GlobalRules):
     mode = CatalogMode.GLOBAL_SQL
     platform_in_rest_catalog = False
 
-    def sql_binding(self, warehouse: asyncpg.Record) -> registry_service_pb2.CatalogBinding | None:
+    def sql_binding(self, warehouse: Record) -> registry_service_pb2.CatalogBinding | None:
         return records.binding(
             warehouse, "", "", None, backend=registry_service_pb2.CATALOG_BACKEND_SQL
         )

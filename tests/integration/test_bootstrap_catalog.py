@@ -1,4 +1,4 @@
-"""``python -m warehouse_service.catalog.bootstrap_catalog`` (docker-compose.yml's lakekeeper-bootstrap)
+"""``python -m warehouse_service.bootstrap_catalog`` (docker-compose.yml's lakekeeper-bootstrap)
 as a process, against a catalog on loopback that answers its bootstrap as Lakekeeper does."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ async def _run(base: str, tmp_path: Path) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "warehouse_service.catalog.bootstrap_catalog",
+        "warehouse_service.bootstrap_catalog",
         env=env,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -43,7 +43,7 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
     warehouse_service_pb2_grpc,
 )
-from warehouse_service.background.usage_figures import Usage
+from warehouse_service.domain.usage_figures import Usage
 from warehouse_service.store import usage_repository
 from warehouse_service.store.db import Database
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse_service.internal.vended import credentials_for
+from warehouse_service.catalog.vended import credentials_for
 
 FOLDER = "s3://bucket/lake/t1/data/ex-1"
 

@@ -163,7 +163,7 @@ def test_migrate_completes_before_serve_and_bootstrap_follows_health(
     assert serve_deps["lakekeeper-migrate"]["condition"] == "service_completed_successfully"
     bootstrap = services["lakekeeper-bootstrap"]
     assert bootstrap["depends_on"]["lakekeeper"]["condition"] == "service_healthy"
-    assert bootstrap["command"] == ["python", "-m", "warehouse_service.catalog.bootstrap_catalog"]
+    assert bootstrap["command"] == ["python", "-m", "warehouse_service.bootstrap_catalog"]
     assert services["warehouse-service"]["depends_on"]["lakekeeper-bootstrap"]["condition"] == (
         "service_completed_successfully"
     )

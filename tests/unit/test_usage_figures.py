@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lake_cli.usage import readable_bytes
-from warehouse_service.background.usage_figures import UnreadableMetadata, Usage, table_usage
+from warehouse_service.domain.usage_figures import UnreadableMetadata, Usage, table_usage
 
 
 def snapshot(snapshot_id: int, files_size: Any, data_files: Any, records: Any) -> dict[str, Any]:

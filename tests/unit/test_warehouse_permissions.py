@@ -7,8 +7,8 @@ import pytest
 
 from service_runtime.errors import FieldViolations, ServiceError
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service.api.permissions import ROLE_INSUFFICIENT, Role, require, role_of
 from warehouse_service.api.validation import check_member
+from warehouse_service.domain.permissions import ROLE_INSUFFICIENT, Role, require, role_of
 
 WAREHOUSE = "6f1c0a52-0000-4000-8000-000000000001"
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 import grpc
 
 from service_runtime.callers import require_user
@@ -26,14 +25,14 @@ from service_runtime.errors import (
 from service_runtime.identifiers import check_identifier
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.v1 import computing_unit_service_pb2, computing_unit_service_pb2_grpc
-from warehouse_service.api import records
+from warehouse_service import records
 from warehouse_service.api.validation import (
     check_display_name,
     check_request_id,
     check_user_id,
 )
 from warehouse_service.store import unit_records
-from warehouse_service.store.db import Connection, Database, present
+from warehouse_service.store.db import Connection, Database, Record, present
 from warehouse_service.units.unit_supervisor import UnitSupervisor, new_unit_id
 
 log = logging.getLogger("warehouse_service.api.computing_units")
@@ -55,16 +54,14 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
         self._supervisor = supervisor
         self._page_tokens = PageTokens(page_token_key, "owned-computing-units")
 
-    async def _shown(
-        self, connection: Connection, row: asyncpg.Record, viewer: str
-    ) -> cus.ComputingUnit:
+    async def _shown(self, connection: Connection, row: Record, viewer: str) -> cus.ComputingUnit:
         shared: Sequence[str] = []
         if row["owner_user_id"] == viewer:
             shared = await unit_records.shared_with(connection, row["unit_id"])
         confined = await unit_records.workers_confined(connection, row["unit_id"])
         return records.owned_unit(row, shared, workers_confined=bool(confined))
 
-    async def _visible(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
+    async def _visible(self, connection: Connection, unit_id: str, user: str) -> Record:
         violations = FieldViolations()
         check_identifier(violations, unit_id, "computing_unit_id")
         violations.raise_if_any()
@@ -73,7 +70,7 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
             raise not_found(Resource.COMPUTING_UNIT, unit_id)
         return row
 
-    async def _owned(self, connection: Connection, unit_id: str, user: str) -> asyncpg.Record:
+    async def _owned(self, connection: Connection, unit_id: str, user: str) -> Record:
         row = await self._visible(connection, unit_id, user)
         if row["owner_user_id"] != user:
             raise _owner_only(unit_id)

@@ -13,17 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import asyncpg
-
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, failed_precondition, not_found
 from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import execution_service_pb2, execution_service_pb2_grpc
-from warehouse_service.api import records
-from warehouse_service.api.permissions import Role, require
+from warehouse_service import records
+from warehouse_service.domain.permissions import Role, require
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store import retention_store
-from warehouse_service.store.db import Connection, Database, present
+from warehouse_service.store.db import Connection, Database, Record, present
 
 log = logging.getLogger("warehouse_service.api.execution_deletion")
 
@@ -59,7 +57,7 @@ class ExecutionDeletionServicer(execution_service_pb2_grpc.ExecutionServiceServi
         return execution_service_pb2.DeleteExecutionResponse(execution=records.execution(row, []))
 
     @staticmethod
-    async def _delete(connection: Connection, row: asyncpg.Record) -> None:
+    async def _delete(connection: Connection, row: Record) -> None:
         execution_id = row["execution_id"]
         if row["state"] not in retention_store.ENDED:
             error = failed_precondition(

@@ -6,17 +6,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import asyncpg
 from google.protobuf.duration_pb2 import Duration
 
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, failed_precondition
 from texera.lake.v1 import retention_service_pb2, retention_service_pb2_grpc
-from warehouse_service.api.permissions import Role
 from warehouse_service.api.validation import check_uuid
+from warehouse_service.domain.permissions import Role
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store import memberships, retention_store
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 
 log = logging.getLogger("warehouse_service.api.retention")
 rs = retention_service_pb2
@@ -26,7 +25,7 @@ MAX_KEEP_LAST = 100_000
 _MASKABLE = ("max_age", "keep_last")
 
 
-def policy_message(warehouse_id: str, row: asyncpg.Record | None) -> rs.RetentionPolicy:
+def policy_message(warehouse_id: str, row: Record | None) -> rs.RetentionPolicy:
     policy = rs.RetentionPolicy(warehouse_id=warehouse_id)
     if row is not None:
         if row["max_age_seconds"] is not None:

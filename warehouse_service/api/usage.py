@@ -6,23 +6,21 @@ Both answer from one stored row (usage_repository), whatever the warehouse's his
 
 from __future__ import annotations
 
-import asyncpg
-
 from service_runtime.callers import require_user
 from service_runtime.errors import FieldViolations, Resource, not_found
 from service_runtime.identifiers import check_identifier
 from texera.lake.v1 import usage_pb2
-from warehouse_service.api import records
-from warehouse_service.api.permissions import Role
+from warehouse_service import records
 from warehouse_service.api.validation import check_uuid
+from warehouse_service.domain.permissions import Role
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store import memberships, usage_repository
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 
 _UNREADABLE = ("DELETING", "DELETED")
 
 
-def _figures(row: asyncpg.Record | None) -> usage_pb2.StorageUsage:
+def _figures(row: Record | None) -> usage_pb2.StorageUsage:
     if row is None:
         return usage_pb2.StorageUsage()
     return usage_pb2.StorageUsage(

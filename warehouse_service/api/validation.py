@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 from service_runtime.errors import FieldViolations
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service.api.permissions import GRANTABLE
+from warehouse_service.domain.permissions import GRANTABLE
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z0-9-]{1,32}$")

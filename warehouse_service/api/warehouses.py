@@ -40,9 +40,8 @@ from texera.lake.v1 import (
     warehouse_service_pb2,
     warehouse_service_pb2_grpc,
 )
-from warehouse_service import platform_warehouse
-from warehouse_service.api import records, usage
-from warehouse_service.api.permissions import GRANTABLE, Role, role_of
+from warehouse_service import platform_warehouse, records
+from warehouse_service.api import usage
 from warehouse_service.api.validation import (
     check_credentials,
     check_display_name,
@@ -56,6 +55,8 @@ from warehouse_service.background import leftover_tables
 from warehouse_service.catalog import catalog_purge, delete_profile
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
+from warehouse_service.domain.permissions import GRANTABLE, Role, role_of
+from warehouse_service.domain.states import WAREHOUSE_STATE_NAMES
 from warehouse_service.mode_rules import ModeRules
 from warehouse_service.store import (
     memberships,
@@ -219,7 +220,7 @@ def _fingerprint(warehouse: warehouse_pb2.Warehouse) -> str:
 
 
 def _state_names(states: Any) -> list[str]:
-    return [records.WAREHOUSE_STATE_NAMES[s] for s in states if s in records.WAREHOUSE_STATE_NAMES]
+    return [WAREHOUSE_STATE_NAMES[s] for s in states if s in WAREHOUSE_STATE_NAMES]
 
 
 class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
@@ -430,7 +431,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         violations = FieldViolations()
         for state in request.states:
             violations.check(
-                state in records.WAREHOUSE_STATE_NAMES,
+                state in WAREHOUSE_STATE_NAMES,
                 "states",
                 f"{state} is not a warehouse state",
             )

@@ -22,8 +22,6 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
 from lake_tables.naming import (
     CONSOLE_LOGS,
     EXECUTION_ID,
@@ -38,6 +36,7 @@ from warehouse_service.background.queue_worker import WorkFailed
 from warehouse_service.background.table_storage import storage_properties, warehouse_root
 from warehouse_service.background.table_work import on_table, warehouse_prefix
 from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
+from warehouse_service.store.db import Record
 
 
 class ExecutionPurge:
@@ -51,7 +50,7 @@ class ExecutionPurge:
         self._guard = guard
         self._storage_io = storage_io
 
-    async def __call__(self, row: asyncpg.Record) -> None:
+    async def __call__(self, row: Record) -> None:
         execution_id = row["execution_id"]
         prefix = await warehouse_prefix(self._catalog, row)
         for name in await self._listed(prefix, RESULTS):
@@ -72,7 +71,7 @@ class ExecutionPurge:
         except CatalogUnavailable as exc:
             raise WorkFailed(str(exc)) from exc
 
-    async def _drop(self, row: asyncpg.Record, prefix: str, namespace: str, name: str) -> None:
+    async def _drop(self, row: Record, prefix: str, namespace: str, name: str) -> None:
         """Deletes the table's files of this execution and drops it with purge, unless it is
         another execution's table or gone already."""
         execution_id = row["execution_id"]

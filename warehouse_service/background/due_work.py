@@ -1,5 +1,5 @@
 """What the registry's background workers (cleaner, usage meter) share: how they take what is
-due in batches, and when an attempt that failed is due again."""
+due in batches, and what a failed attempt records."""
 
 from __future__ import annotations
 
@@ -17,12 +17,6 @@ class Pacing:
     max_backoff_seconds: float
     batch: int = 20
     hold_seconds: float = 300.0
-
-
-def retry_at(attempts_column: str) -> str:
-    """SQL for when a failed attempt is due again: after waits that double from $3 seconds
-    with every attempt counted in attempts_column, up to $4 seconds."""
-    return f"now() + make_interval(secs => least($4, $3 * power(2, least({attempts_column}, 30))))"
 
 
 def failure_text(exc: BaseException, expected: type[BaseException]) -> str:

@@ -37,7 +37,6 @@ from warehouse_service.store import leases
 from warehouse_service.store.db import Database
 
 # Re-exported for the statements that still take it from here; it lives in the store.
-from warehouse_service.store.leases import lease_lapsed as lease_lapsed  # noqa: PLC0414
 
 log = logging.getLogger("warehouse_service.background.leases")
 

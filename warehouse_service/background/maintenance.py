@@ -18,7 +18,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
 from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -29,9 +28,9 @@ from lake_tables.uncommitted import checked_location
 from service_runtime.endpoint_guard import EndpointGuard
 from warehouse_service.background.table_storage import storage_properties, warehouse_root
 from warehouse_service.background.table_work import on_table, warehouse_prefix
-from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.catalog.tables import CatalogTables
 from warehouse_service.store import retention_store
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 
 log = logging.getLogger("warehouse_service.background.maintenance")
 
@@ -40,7 +39,7 @@ class TableMaintenance:
     def __init__(
         self,
         db: Database,
-        catalog: CatalogClient,
+        catalog: CatalogTables,
         guard: EndpointGuard,
         *,
         margin_seconds: float,
@@ -52,7 +51,7 @@ class TableMaintenance:
         self._storage_io = storage_io
         self._margin = margin_seconds
 
-    async def __call__(self, row: asyncpg.Record) -> None:
+    async def __call__(self, row: Record) -> None:
         if row["deleted_at"] is not None:
             return
         execution_id = row["execution_id"]
@@ -65,7 +64,7 @@ class TableMaintenance:
             await self._tend(row, prefix, namespace, name, expire=False)
 
     async def _tend(
-        self, row: asyncpg.Record, prefix: str, namespace: str, name: str, *, expire: bool
+        self, row: Record, prefix: str, namespace: str, name: str, *, expire: bool
     ) -> None:
         with on_table(name):
             loaded = await self._catalog.load_table(prefix, (namespace,), name)

@@ -6,16 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import asyncpg
-
 from warehouse_service.store import work_queue
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 from warehouse_service.store.work_queue import Queue
 
 log = logging.getLogger("warehouse_service.background.queue_worker")
 
 #: The work on one claimed row; raises WorkFailed (or anything) to have it retried later.
-Work = Callable[[asyncpg.Record], Awaitable[None]]
+Work = Callable[[Record], Awaitable[None]]
 #: A warehouse in these states takes its tables with it: nothing is left to do there.
 _GONE = ("DELETING", "DELETED")
 
@@ -54,7 +52,7 @@ class QueueWorker:
             await self._one(row)
         return len(rows)
 
-    async def _one(self, row: asyncpg.Record) -> None:
+    async def _one(self, row: Record) -> None:
         execution_id = row["execution_id"]
         try:
             if row["warehouse_state"] not in _GONE:

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
 from service_runtime.endpoint_guard import EndpointGuard
-from warehouse_service.internal.vended import CREDENTIAL_KEYS, credentials_for
+from warehouse_service.catalog.vended import CREDENTIAL_KEYS, credentials_for
+from warehouse_service.store.db import Record
 
 #: The vended storage properties used; the endpoint is the registered one.
 _STORAGE_KEYS = (
@@ -21,7 +20,7 @@ _STORAGE_KEYS = (
 )
 
 
-def warehouse_root(row: asyncpg.Record) -> str:
+def warehouse_root(row: Record) -> str:
     """``s3://bucket[/key prefix]`` of the warehouse in row (bucket and key_prefix)."""
     key_prefix = row["key_prefix"].strip("/")
     return f"s3://{row['bucket']}/{key_prefix}" if key_prefix else f"s3://{row['bucket']}"

@@ -7,15 +7,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import asyncpg
-
 from lake_tables.uncommitted import UnsafeLocation
 from service_runtime.endpoint_guard import EndpointRefused
 from warehouse_service.background.queue_worker import WorkFailed
 from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
+from warehouse_service.store.db import Record
 
 
-async def warehouse_prefix(catalog: CatalogTables, row: asyncpg.Record) -> str:
+async def warehouse_prefix(catalog: CatalogTables, row: Record) -> str:
     """The Iceberg prefix of the claimed row's warehouse."""
     try:
         return await catalog.prefix(row["catalog_warehouse_name"])

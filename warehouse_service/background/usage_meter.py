@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import asyncpg
-
 from lake_tables.naming import CONSOLE_LOGS, EXECUTION_ID, RESULTS, RUNTIME_STATS, execution_table
 from service_runtime.metrics import WAREHOUSE_USAGE
 from warehouse_service.background.due_work import Pacing, failure_text
-from warehouse_service.background.usage_figures import UnreadableMetadata, Usage, table_usage
 from warehouse_service.catalog.tables import CatalogError, CatalogTables, CatalogUnavailable
+from warehouse_service.domain.usage_figures import UnreadableMetadata, Usage, table_usage
 from warehouse_service.store import usage_repository
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 
 log = logging.getLogger("warehouse_service.background.usage_meter")
 _GONE = ("DELETING", "DELETED")
@@ -66,7 +64,7 @@ class UsageMeter:
                 gauge.remove(warehouse_id)
         self._published = set(shown)
 
-    async def _measure_one(self, row: asyncpg.Record) -> None:
+    async def _measure_one(self, row: Record) -> None:
         execution_id = row["execution_id"]
         try:
             # A warehouse being deleted takes every table with it.
@@ -88,7 +86,7 @@ class UsageMeter:
             return
         await usage_repository.record(self._db, execution_id, usage)
 
-    async def _measure(self, row: asyncpg.Record) -> Usage:
+    async def _measure(self, row: Record) -> Usage:
         execution_id = row["execution_id"]
         telemetry = execution_table(execution_id)
         tables = [(RESULTS, name) for name in row["result_tables"]]

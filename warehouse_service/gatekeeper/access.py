@@ -3,19 +3,18 @@ source tables, and the binding that carries it."""
 
 from __future__ import annotations
 
-import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
 from service_runtime.errors import FieldViolations, ServiceError, failed_precondition
 from service_runtime.identifiers import check_identifier
 from texera.lake.internal.v1 import registry_service_pb2
-from warehouse_service.api import records
-from warehouse_service.api.permissions import Role
 from warehouse_service.api.validation import check_uuid
+from warehouse_service.domain.permissions import Role
+from warehouse_service.domain.states import TERMINAL_STATES, WAREHOUSE_STATES
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens, TableName
 from warehouse_service.mode_rules import ModeRules
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 from warehouse_service.store.gatekeeper import GatekeeperStore
 
 rs = registry_service_pb2
@@ -97,7 +96,7 @@ class ExecutionCatalogs:
         binding = rs.CatalogBinding(
             warehouse_id=request.warehouse_id,
             owner_user_id=warehouse["owner_user_id"],
-            state=records.WAREHOUSE_STATES[warehouse["state"]],
+            state=WAREHOUSE_STATES[warehouse["state"]],
             backend=rs.CATALOG_BACKEND_REST,
             catalog_uri=self._uri,
             catalog_warehouse=request.warehouse_id,
@@ -112,7 +111,7 @@ class ExecutionCatalogs:
         user: Identity,
         request: rs.OpenExecutionCatalogRequest,
         sources: list[TableName],
-    ) -> tuple[asyncpg.Record, str]:
+    ) -> tuple[Record, str]:
         """While a unit serves a submission: the user must be the warehouse's writer, the
         execution (if bound already) the user's on this unit, and in a global mode every
         source a result of the user's own executions."""
@@ -135,7 +134,7 @@ class ExecutionCatalogs:
 
     async def _for_renewal(
         self, request: rs.OpenExecutionCatalogRequest, sources: list[TableName]
-    ) -> tuple[asyncpg.Record, str]:
+    ) -> tuple[Record, str]:
         """A unit alone renews the token of an execution bound to it that has not ended."""
         if sources:
             raise _denied(
@@ -153,9 +152,7 @@ class ExecutionCatalogs:
         return warehouse, str(bound["owner_user_id"])
 
     @staticmethod
-    def _check_bound(
-        row: asyncpg.Record, request: rs.OpenExecutionCatalogRequest, owner: str
-    ) -> None:
+    def _check_bound(row: Record, request: rs.OpenExecutionCatalogRequest, owner: str) -> None:
         if (
             row["computing_unit_id"] != request.computing_unit_id
             or str(row["warehouse_id"]) != request.warehouse_id
@@ -164,7 +161,7 @@ class ExecutionCatalogs:
             raise _denied(
                 f"execution {request.execution_id} is not bound to this unit", "NOT_THE_UNIT"
             )
-        if row["state"] in records.TERMINAL_STATES:
+        if row["state"] in TERMINAL_STATES:
             raise failed_precondition(
                 f"execution {request.execution_id} already ended", reason="EXECUTION_ENDED"
             )

@@ -11,18 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-import asyncpg
 from aiohttp import web
 from cachetools import LRUCache
 
 from service_runtime.auth import AuthenticationError
 from service_runtime.iceberg_errors import iceberg_error
-from warehouse_service.api.records import TERMINAL_STATES
 from warehouse_service.catalog.catalog_client import CatalogClient, Forwarded
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
+from warehouse_service.domain.states import TERMINAL_STATES
 from warehouse_service.gatekeeper import rules
 from warehouse_service.gatekeeper.rules import Kind, Refused, Route, forbidden, no_such_table
 from warehouse_service.gatekeeper.tokens import ExecutionGrant, GatekeeperTokens
+from warehouse_service.store.db import Record
 from warehouse_service.store.gatekeeper import GatekeeperStore
 
 log = logging.getLogger("warehouse_service.gatekeeper")
@@ -38,7 +38,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 class _Target:
     """Where a request goes: the warehouse's catalog, with which access."""
 
-    warehouse: asyncpg.Record
+    warehouse: Record
     write: bool
 
 
@@ -165,14 +165,14 @@ class Gatekeeper:
             write=target.write,
         )
 
-    async def _prefix(self, warehouse: asyncpg.Record) -> str:
+    async def _prefix(self, warehouse: Record) -> str:
         key = (str(warehouse["warehouse_id"]), int(warehouse["credential_version"]))
         if key not in self._prefixes:
             self._prefixes[key] = await self._catalog.prefix(warehouse["catalog_warehouse_name"])
         return self._prefixes[key]
 
 
-def _check_running(grant: ExecutionGrant, standing: asyncpg.Record) -> None:
+def _check_running(grant: ExecutionGrant, standing: Record) -> None:
     """The execution is bound to the token's unit, for its submitter, in its warehouse, and
     has not ended."""
     if (

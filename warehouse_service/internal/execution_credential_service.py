@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
 from service_runtime.callers import require_execution, require_unit
 from service_runtime.context import current_identity
 from service_runtime.errors import FieldViolations, Resource, not_found
@@ -16,13 +14,13 @@ from texera.lake.internal.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
 )
-from warehouse_service.api import records
 from warehouse_service.catalog.catalog_client import CatalogClient
+from warehouse_service.domain.states import TERMINAL_STATES
 from warehouse_service.gatekeeper.access import ExecutionCatalogs
 from warehouse_service.internal import execution_tokens
 from warehouse_service.internal.registry_checks import ended, same_caller
 from warehouse_service.store import executions
-from warehouse_service.store.db import Database
+from warehouse_service.store.db import Database, Record
 
 
 class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialServiceServicer):
@@ -44,7 +42,7 @@ class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialS
         binding = await self._execution_catalogs.open(current_identity(), request)
         return registry_service_pb2.OpenExecutionCatalogResponse(binding=binding)
 
-    async def _with_warehouse(self, execution_id: str) -> asyncpg.Record | None:
+    async def _with_warehouse(self, execution_id: str) -> Record | None:
         async with self._db.connection() as connection:
             return await executions.with_warehouse(connection, execution_id)
 
@@ -62,7 +60,7 @@ class ExecutionCredentialServicer(registry_service_pb2_grpc.ExecutionCredentialS
         row = await self._with_warehouse(request.execution_id)
         if row is None or row["computing_unit_id"] != request.computing_unit_id:
             raise not_found(Resource.EXECUTION, request.execution_id)
-        if row["state"] in records.TERMINAL_STATES:
+        if row["state"] in TERMINAL_STATES:
             raise ended(request.execution_id, row["state"])
         token = self._tokens.issue(request.execution_id, str(row["warehouse_id"]), lifetime)
         response = execution_credentials_pb2.IssueExecutionTokenResponse(execution_token=token)

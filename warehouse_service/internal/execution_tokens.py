@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 import grpc
 import jwt
 
@@ -24,11 +23,12 @@ from service_runtime.auth import EXECUTION_ROLE, Identity
 from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
 from service_runtime.internal_tokens import MESH_AUDIENCE, REGISTRY_ISSUER, TokenSigner
 from texera.lake.internal.v1 import execution_credentials_pb2
-from warehouse_service.api.records import TERMINAL_STATES
 from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
-from warehouse_service.internal.vended import RENEWED_KEYS, credentials_for
+from warehouse_service.catalog.vended import RENEWED_KEYS, credentials_for
+from warehouse_service.domain.states import TERMINAL_STATES
+from warehouse_service.store.db import Record
 
 #: The one action an execution's token allows.
 RENEW_TABLE_CREDENTIALS = "renew-table-credentials"
@@ -63,7 +63,7 @@ def _denied(message: str, reason: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason)
 
 
-def check_grant(identity: Identity, execution_id: str, row: asyncpg.Record | None) -> None:
+def check_grant(identity: Identity, execution_id: str, row: Record | None) -> None:
     """The token names this execution, its warehouse and the renewal, and the execution has
     not ended; PERMISSION_DENIED otherwise (the same for an execution that does not exist)."""
     if (
@@ -85,7 +85,7 @@ def _no_table(namespace: str, name: str) -> ServiceError:
 
 async def vend(
     catalog: CatalogClient,
-    row: asyncpg.Record,
+    row: Record,
     request: execution_credentials_pb2.VendTableCredentialsRequest,
 ) -> execution_credentials_pb2.VendTableCredentialsResponse:
     """The credentials the catalog vends to the registry for one of the execution's tables

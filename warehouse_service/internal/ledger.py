@@ -18,7 +18,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 import grpc
 
 from service_runtime.auth import Identity
@@ -40,8 +39,7 @@ from texera.lake.internal.v1 import (
     registry_service_pb2,
     registry_service_pb2_grpc,
 )
-from warehouse_service.api import records
-from warehouse_service.api.permissions import Role
+from warehouse_service import records
 from warehouse_service.api.validation import (
     check_request_id,
     check_uuid,
@@ -49,10 +47,16 @@ from warehouse_service.api.validation import (
 from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
+from warehouse_service.domain.permissions import Role
+from warehouse_service.domain.states import (
+    CLEANED_UP_STATES,
+    EXECUTION_STATE_NAMES,
+    TERMINAL_STATES,
+)
 from warehouse_service.internal.registry_checks import ended, same_caller
 from warehouse_service.mode_rules import ModeRules
-from warehouse_service.store import executions
-from warehouse_service.store.db import Connection, Database, present
+from warehouse_service.store import executions, warehouse_records
+from warehouse_service.store.db import Connection, Database, Record, UniqueViolation, present
 from warehouse_service.store.unit_records import usable_unit
 from warehouse_service.units.unit_supervisor import USABLE_STATES, UnitSupervisor
 
@@ -75,7 +79,7 @@ def _already_bound(execution_id: str) -> ServiceError:
 
 
 async def _execution_readable(
-    connection: Connection, identity: Identity, row: asyncpg.Record, rules: ModeRules
+    connection: Connection, identity: Identity, row: Record, rules: ModeRules
 ) -> bool:
     """Whether the caller may see an execution: the gateway sees all, users those of
     warehouses they hold READER or more on (in a global mode: those they submitted), a
@@ -112,7 +116,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         self._project_id = project_id
         self._execution_tokens = PageTokens(page_token_key, "executions")
 
-    async def _binding(self, row: asyncpg.Record) -> registry_service_pb2.CatalogBinding:
+    async def _binding(self, row: Record) -> registry_service_pb2.CatalogBinding:
         """How to reach the warehouse's catalog: for a service, with a fresh read-only token
         for it alone; for a computing unit, without a token (its executions reach the catalog
         through the gatekeeper, see OpenExecutionCatalog); global-sql: the SQL catalog, which
@@ -156,7 +160,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         same_caller(unit, request.computing_unit_id)
         try:
             return await self._bind(owner, request)
-        except asyncpg.UniqueViolationError:
+        except UniqueViolation:
             # A concurrent bind of the same execution (or request) won the insert: answer as a replay.
             return await self._bind(owner, request)
 
@@ -226,7 +230,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             )
         ):
             raise _already_bound(request.execution_id)
-        warehouse = await executions.warehouse(connection, row["warehouse_id"])
+        warehouse = await warehouse_records.warehouse(connection, row["warehouse_id"])
         return registry_service_pb2.BindExecutionResponse(
             execution=records.execution(
                 row, await executions.outputs(connection, row["execution_id"])
@@ -242,7 +246,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         violations = FieldViolations()
         check_identifier(violations, request.execution_id, "execution_id")
         check_identifier(violations, request.computing_unit_id, "computing_unit_id")
-        state = records.EXECUTION_STATE_NAMES.get(request.state)
+        state = EXECUTION_STATE_NAMES.get(request.state)
         violations.check(
             request.state == 0 or state is not None,
             "state",
@@ -271,7 +275,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                 )
             current = row["state"]
             target = state or current
-            if current in records.TERMINAL_STATES:
+            if current in TERMINAL_STATES:
                 if target != current:
                     raise ended(request.execution_id, current)
             elif target not in _TRANSITIONS[current]:
@@ -291,11 +295,11 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         self,
         connection: Connection,
         request: registry_service_pb2.UpdateExecutionStateRequest,
-        row: asyncpg.Record,
+        row: Record,
         target: str,
-    ) -> asyncpg.Record:
+    ) -> Record:
         updated = await executions.move(connection, row["execution_id"], target, request)
-        if request.outputs and target not in records.CLEANED_UP_STATES:
+        if request.outputs and target not in CLEANED_UP_STATES:
             await executions.replace_outputs(connection, row["execution_id"], request.outputs)
         if target != row["state"]:
             log.info(
@@ -315,7 +319,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
             row = await executions.execution(connection, request.execution_id)
             if row is None or not await _execution_readable(connection, identity, row, self._rules):
                 raise not_found(Resource.EXECUTION, request.execution_id)
-            warehouse = present(await executions.warehouse(connection, row["warehouse_id"]))
+            warehouse = present(await warehouse_records.warehouse(connection, row["warehouse_id"]))
             if warehouse["state"] in _UNREADABLE:
                 raise not_found(Resource.EXECUTION, request.execution_id)
             outputs = await executions.outputs(connection, request.execution_id)
@@ -341,7 +345,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
 
     async def _resolvable(
         self, connection: Connection, identity: Identity, warehouse_id: str
-    ) -> asyncpg.Record:
+    ) -> Record:
         """The warehouse, if the caller may reach it: services every one; a user one it holds
         READER or more on, and WRITER or more through a computing unit; a unit acting as itself
         none (its executions renew their catalog access through OpenExecutionCatalog)."""
@@ -351,7 +355,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
                 connection, warehouse_id, identity.user_id, needed
             )
             return shared
-        row = await executions.warehouse(connection, uuid.UUID(warehouse_id))
+        row = await warehouse_records.warehouse(connection, uuid.UUID(warehouse_id))
         if row is None or not identity.is_service:
             raise not_found(Resource.WAREHOUSE, warehouse_id)
         return row
@@ -367,9 +371,7 @@ class LedgerServicer(registry_service_pb2_grpc.ExecutionLedgerServiceServicer):
         if request.computing_unit_id:
             check_identifier(violations, request.computing_unit_id, "computing_unit_id")
         states = sorted(
-            records.EXECUTION_STATE_NAMES[s]
-            for s in request.states
-            if s in records.EXECUTION_STATE_NAMES
+            EXECUTION_STATE_NAMES[s] for s in request.states if s in EXECUTION_STATE_NAMES
         )
         violations.check(
             len(states) == len(request.states), "states", "must all be execution states"

@@ -13,7 +13,7 @@ from service_runtime.errors import FieldViolations, Resource, ServiceError, not_
 from service_runtime.identifiers import check_identifier
 from service_runtime.pagination import PageTokens, fingerprint, page_size
 from texera.lake.internal.v1 import registry_service_pb2, registry_service_pb2_grpc
-from warehouse_service.api import records
+from warehouse_service import records
 from warehouse_service.api.validation import check_endpoint_address
 from warehouse_service.internal.registry_checks import same_caller
 from warehouse_service.store import unit_registrations

@@ -43,6 +43,8 @@ DATABASE_DOWN = (
 Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 #: A row a statement answers, for modules outside the store that handle rows.
 Record: TypeAlias = asyncpg.Record
+#: A write that another, concurrent one of the same key won (a unique constraint refused it).
+UniqueViolation: TypeAlias = asyncpg.UniqueViolationError
 
 
 def present(row: asyncpg.Record | None) -> asyncpg.Record:

@@ -4,15 +4,17 @@ marked used)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
+from google.protobuf import json_format
 
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import execution_pb2
-from warehouse_service.api import records
+from warehouse_service.domain.states import TERMINAL_STATES
 from warehouse_service.store.db import Connection
 
 _EXECUTION = "SELECT * FROM executions WHERE execution_id = $1"
@@ -46,13 +48,6 @@ async def outputs(connection: Connection, execution_id: str) -> list[asyncpg.Rec
         execution_id,
     )
     return rows
-
-
-async def warehouse(connection: Connection, warehouse_id: uuid.UUID) -> asyncpg.Record | None:
-    row: asyncpg.Record | None = await connection.fetchrow(
-        "SELECT * FROM warehouses WHERE warehouse_id = $1", warehouse_id
-    )
-    return row
 
 
 async def registration(connection: Connection, unit_id: str) -> asyncpg.Record | None:
@@ -110,11 +105,11 @@ async def move(
         """,
         execution_id,
         target,
-        list(records.TERMINAL_STATES),
+        list(TERMINAL_STATES),
         error.reason if error else None,
         error.message[:4000] if error else None,
         error.operator_id if error else None,
-        records.progress_json(request.progress) if request.HasField("progress") else None,
+        progress_json(request.progress) if request.HasField("progress") else None,
     )
     return row
 
@@ -201,3 +196,8 @@ async def with_warehouse(connection: Connection, execution_id: str) -> asyncpg.R
         execution_id,
     )
     return row
+
+
+def progress_json(progress: execution_pb2.ExecutionProgress) -> str:
+    """An execution's progress as its column holds it."""
+    return json.dumps(json_format.MessageToDict(progress))

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from warehouse_service.gatekeeper.tokens import TableName
 from warehouse_service.store.db import Database
 
 
@@ -61,8 +60,8 @@ class GatekeeperStore:
         return row
 
     async def results_of(
-        self, owner_user_id: str, warehouse_id: str, tables: Iterable[TableName]
-    ) -> set[TableName]:
+        self, owner_user_id: str, warehouse_id: str, tables: Iterable[tuple[str, ...]]
+    ) -> set[tuple[str, ...]]:
         """Those of tables that hold a result of an execution owner_user_id submitted into the
         warehouse."""
         wanted = [t for t in tables if len(t) == 2]

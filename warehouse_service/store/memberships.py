@@ -11,7 +11,7 @@ from datetime import datetime
 
 import asyncpg
 
-from warehouse_service.api.permissions import Role, require, role_of
+from warehouse_service.domain.permissions import Role, require, role_of
 from warehouse_service.store.db import Connection
 
 #: A warehouse's row with the role granted to user $2 (NULL without a grant) as granted_role.

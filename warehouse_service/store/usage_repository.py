@@ -11,9 +11,9 @@ import uuid
 
 import asyncpg
 
-from warehouse_service.background.due_work import retry_at
-from warehouse_service.background.usage_figures import Usage
+from warehouse_service.domain.usage_figures import Usage
 from warehouse_service.store.db import Connection, Database
+from warehouse_service.store.work_queue import retry_at
 
 
 async def schedule(connection: Connection, execution_id: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service.api import records
+from warehouse_service.domain.states import FLAVOR_NAMES
 from warehouse_service.store.db import Connection, Record
 
 _WAREHOUSE = "SELECT * FROM warehouses WHERE warehouse_id = $1"
@@ -69,7 +69,7 @@ async def create(
         storage.region,
         storage.endpoint,
         storage.path_style_access,
-        records.FLAVOR_NAMES[storage.flavor],
+        FLAVOR_NAMES[storage.flavor],
         storage.sts_enabled,
         storage.sts_role_arn,
         request_id,

@@ -15,8 +15,13 @@ import enum
 
 import asyncpg
 
-from warehouse_service.background.due_work import retry_at
 from warehouse_service.store.db import Database
+
+
+def retry_at(attempts_column: str) -> str:
+    """SQL for when a failed attempt is due again: after waits that double from $3 seconds
+    with every attempt counted in attempts_column, up to $4 seconds."""
+    return f"now() + make_interval(secs => least($4, $3 * power(2, least({attempts_column}, 30))))"
 
 
 class Queue(enum.Enum):

@@ -1,4 +1,4 @@
-"""Bootstraps the catalog as the registry: ``python -m warehouse_service.catalog.bootstrap_catalog``.
+"""Bootstraps the catalog as the registry: ``python -m warehouse_service.bootstrap_catalog``.
 
 It reads the registry's catalog settings (TEXERA_LAKE_CATALOG_*) and posts Lakekeeper's
 bootstrap with the registry's own token, which makes the registry's OAuth2 client the catalog's
@@ -19,7 +19,7 @@ from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.settings import WarehouseServiceSettings
 
-log = logging.getLogger("warehouse_service.catalog.bootstrap_catalog")
+log = logging.getLogger("warehouse_service.bootstrap_catalog")
 
 
 async def bootstrap(catalog: CatalogClient) -> bool:

@@ -7,46 +7,22 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import computing_unit_service_pb2, execution_pb2, warehouse_pb2
-from warehouse_service.api.permissions import Role
 from warehouse_service.catalog.catalog_oauth import AccessToken
+from warehouse_service.domain.permissions import Role
+from warehouse_service.domain.states import (
+    CLEANUP_STATES,
+    EXECUTION_STATES,
+    FLAVORS,
+    WAREHOUSE_STATES,
+)
+from warehouse_service.store.db import Record
 
-Row = asyncpg.Record
-
-WAREHOUSE_STATES = {
-    "ACTIVE": warehouse_pb2.WAREHOUSE_STATE_ACTIVE,
-    "ARCHIVED": warehouse_pb2.WAREHOUSE_STATE_ARCHIVED,
-    "DELETING": warehouse_pb2.WAREHOUSE_STATE_DELETING,
-    "DELETED": warehouse_pb2.WAREHOUSE_STATE_DELETED,
-}
-WAREHOUSE_STATE_NAMES = {number: name for name, number in WAREHOUSE_STATES.items()}
-EXECUTION_STATES = {
-    "QUEUED": execution_pb2.EXECUTION_STATE_QUEUED,
-    "RUNNING": execution_pb2.EXECUTION_STATE_RUNNING,
-    "SUCCEEDED": execution_pb2.EXECUTION_STATE_SUCCEEDED,
-    "FAILED": execution_pb2.EXECUTION_STATE_FAILED,
-    "CANCELLED": execution_pb2.EXECUTION_STATE_CANCELLED,
-}
-EXECUTION_STATE_NAMES = {number: name for name, number in EXECUTION_STATES.items()}
-CLEANUP_STATES = {
-    "NOT_NEEDED": execution_pb2.CLEANUP_STATE_NOT_NEEDED,
-    "PENDING": execution_pb2.CLEANUP_STATE_PENDING,
-    "DONE": execution_pb2.CLEANUP_STATE_DONE,
-}
-TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-#: Ends whose result tables are dropped (see warehouse_service.background.cleaner): no outputs listed.
-CLEANED_UP_STATES = frozenset({"FAILED", "CANCELLED"})
-_FLAVORS = {"aws": warehouse_pb2.S3_FLAVOR_AWS, "s3-compat": warehouse_pb2.S3_FLAVOR_S3_COMPAT}
-FLAVOR_NAMES = {
-    warehouse_pb2.S3_FLAVOR_UNSPECIFIED: "aws",
-    warehouse_pb2.S3_FLAVOR_AWS: "aws",
-    warehouse_pb2.S3_FLAVOR_S3_COMPAT: "s3-compat",
-}
+Row = Record
 
 
 def timestamp(moment: datetime | None) -> Timestamp | None:
@@ -70,7 +46,7 @@ def warehouse(row: Row, caller_role: Role) -> warehouse_pb2.Warehouse:
             region=row["region"],
             endpoint=row["endpoint"],
             path_style_access=row["path_style_access"],
-            flavor=_FLAVORS[row["flavor"]],
+            flavor=FLAVORS[row["flavor"]],
             sts_enabled=row["sts_enabled"],
             sts_role_arn=row["sts_role_arn"],
         ),
@@ -155,10 +131,6 @@ def execution(row: Row, outputs: Iterable[Row]) -> execution_pb2.Execution:
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
-
-
-def progress_json(progress: execution_pb2.ExecutionProgress) -> str:
-    return json.dumps(json_format.MessageToDict(progress))
 
 
 def registration(row: Row) -> registry_service_pb2.UnitRegistration:
