@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import psutil
 from google.protobuf import json_format
@@ -212,23 +212,37 @@ def _cpu(process: psutil.Process) -> float:
         return 0.0
 
 
-class PeakMemory:
-    """Samples a process's resident memory every 10 ms while in use."""
+class Sampler:
+    """Calls sample() every interval seconds, on a thread of its own, while in use."""
 
-    def __init__(self, pid: int) -> None:
-        self._process = psutil.Process(pid)
-        self.before = self.peak = self._process.memory_info().rss
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> None:
-        while not self._done.wait(0.01):
-            self.peak = max(self.peak, self._process.memory_info().rss)
+    def sample(self) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> PeakMemory:
+    def _run(self) -> None:
+        while not self._done.wait(self._interval):
+            self.sample()
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._done.set()
         self._thread.join()
+
+
+class PeakMemory(Sampler):
+    """Samples a process's resident memory every 10 ms while in use."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(0.01)
+        self._process = psutil.Process(pid)
+        self.before = self.peak = self._process.memory_info().rss
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, self._process.memory_info().rss)

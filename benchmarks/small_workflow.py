@@ -51,13 +51,16 @@ KEPT_ROWS = len([i for i in range(ROWS) if i % 2 == 0])
 
 
 class Client:
-    """The user's calls through the gateway: submit, watch to the end, read the first page."""
+    """The user's calls through the gateway: submit, watch to the end, read the first page.
+    The user is the benchmark's USER unless user (the metadata a user presents) is given."""
 
-    def __init__(self, stack: Stack, warehouse_id: str) -> None:
+    def __init__(
+        self, stack: Stack, warehouse_id: str, user: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         channel = stack.channel("gateway", presenting=None)
         self._executions = execution_service_pb2_grpc.ExecutionServiceStub(channel)
         self._results = result_service_pb2_grpc.ResultServiceStub(channel)
-        self._user = metadata(stack, "gateway")
+        self._user = user or metadata(stack, "gateway")
         self._warehouse_id = warehouse_id
 
     def run(self) -> int:

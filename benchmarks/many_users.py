@@ -1,0 +1,413 @@
+"""Many users on one machine, and a new user's wait for a first result, with and without warm units.
+
+Both parts in one run:
+
+  1. many users: one stack, USERS users, each with a warehouse and a unit of their own (the
+     user's default unit, made by their first submission; these first submissions run two
+     at a time before the window opens, and the benchmark then waits for the stack to go
+     quiet). For SECONDS, every user submits the small workflow of benchmarks.small_workflow
+     (10 rows, range -> filter, materialized) again and again, each timed from the submit
+     call until ReadResultPage through the gateway has returned its first page; meanwhile one
+     more user (the benchmark's USER, with a unit of their own too) writes a result of
+     LARGE_ROWS rows (four columns) again and again, as long as the window lasts.
+     Printed: p50 and p95 of the small workflows, executions per minute of all users
+     together, the large writes; the machine's memory in use (psutil.virtual_memory().used,
+     which counts whatever else runs on the machine) before the stack started, when the window
+     opened and the most while it lasted, sampled each second; and the sum of the PSS
+     (proportional set size) of every unit's processes (each `python -m cu_service` among the
+     registry's descendants, with its JVM and Python workers), when the window opened and the
+     most, if this process may read them (as root it may).
+  2. a new user's first result: NEW_USERS new users, one after another, each with a new
+     warehouse, submit the small workflow for the first time (which makes and starts their
+     unit), timed from the submit call until the first page is read; the stack is quiet
+     before each. First on a stack whose registry keeps no warm units
+     (TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE=0), then on one that keeps POOL_SIZE of them: there
+     the timing starts once that many pooled units show they are ready (each makes the ready
+     file of unit_launcher.hand_over beside its hand-over pipe, in its home under the stack's
+     unit root), waiting POOL_WARM_SECONDS at most, and the stack has gone quiet. Printed: p50
+     and p95 of each, and with pool / without. The registry ignores a setting it does not
+     declare: if it does not declare the pool's, or does not start with it, the part with the
+     pool is skipped, saying so.
+
+The services run without the gateway's rate limit and record no spans, as by default. Part 1
+runs with the pool off, so that its units are its users' and its writer's. Nothing is
+asserted. --quick runs a small version end to end (QUICK; flags given with it win).
+
+Run: .venv/bin/python -m benchmarks.many_users [--users N] [--seconds S] [--large-rows N]
+     [--new-users N] [--pool-size N] [--pool-warm-seconds S] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
+
+import psutil
+
+from benchmarks.shared import (
+    UNLIMITED,
+    UNTRACED,
+    Lake,
+    Sampler,
+    lake,
+    plan,
+    run_execution,
+    settled,
+)
+from benchmarks.small_workflow import KEPT_ROWS, Client, percentile, seconds
+from benchmarks.unit_start import Submitter
+from embedded_stack.stack import Stack
+from service_runtime.processes import ProcessFailed
+from unit_launcher.hand_over import READY_SUFFIX
+from warehouse_service.settings import WarehouseServiceSettings
+
+POOL_SETTING = "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE"
+#: What every stack here runs its services with: no rate limit, no spans.
+SERVICE_ENV = {**UNLIMITED, **UNTRACED}
+#: How many users' first submissions (each starts a unit) run at once before the window.
+STARTING_AT_ONCE = 2
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Sizes:
+    users: int = 8
+    seconds: float = 120.0
+    large_rows: int = 5_000_000
+    new_users: int = 3
+
+
+FULL = Sizes()
+QUICK = Sizes(users=2, seconds=20.0, large_rows=200_000, new_users=1)
+
+
+# -- memory ------------------------------------------------------------------------------
+
+
+def _is_unit(process: psutil.Process) -> bool:
+    try:
+        command = process.cmdline()
+    except psutil.Error:
+        return False
+    return any(a == "-m" and b == "cu_service" for a, b in itertools.pairwise(command))
+
+
+def unit_processes(registry_pid: int) -> tuple[int, list[psutil.Process]]:
+    """How many units the registry runs, and all their processes: each `python -m cu_service`
+    among the registry's descendants, with its own descendants (its JVM, Python workers)."""
+    units = [p for p in psutil.Process(registry_pid).children(recursive=True) if _is_unit(p)]
+    found: dict[int, psutil.Process] = {}
+    for unit in units:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for process in (unit, *unit.children(recursive=True)):
+                found[process.pid] = process
+    return len(units), list(found.values())
+
+
+def units_pss(registry_pid: int) -> int | None:
+    """The sum of the PSS of all the units' processes, in bytes; None if one of them may not
+    be read (this process is not root, nor their user)."""
+    total = 0
+    for process in unit_processes(registry_pid)[1]:
+        try:
+            total += process.memory_full_info().pss
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.AccessDenied:
+            return None
+    return total
+
+
+class MemorySampler(Sampler):
+    """The machine's memory in use and the units' PSS, when made and at most, sampled each
+    second while in use."""
+
+    def __init__(self, registry_pid: int) -> None:
+        super().__init__(1.0)
+        self._registry_pid = registry_pid
+        self.used_at_start = self.used_peak = psutil.virtual_memory().used
+        self.units_at_start = unit_processes(registry_pid)[0]
+        self.pss_at_start = self.pss_peak = units_pss(registry_pid)
+
+    def sample(self) -> None:
+        self.used_peak = max(self.used_peak, psutil.virtual_memory().used)
+        pss = units_pss(self._registry_pid)
+        if pss is not None and self.pss_peak is not None:
+            self.pss_peak = max(self.pss_peak, pss)
+
+
+# -- part 1: many users --------------------------------------------------------------------
+
+
+def client_of(stack: Stack, user: Submitter) -> Client:
+    """user's small-workflow calls through the gateway, on their own warehouse."""
+    return Client(stack, user.warehouse_id, user.metadata)
+
+
+def small_until(client: Client, deadline: float) -> list[float]:
+    """The seconds of each small workflow client runs, one after another, until deadline."""
+    times = []
+    while time.monotonic() < deadline:
+        times.append(seconds(client.run, KEPT_ROWS))
+    return times
+
+
+def write_until(measured: Lake, rows: int, deadline: float) -> list[float]:
+    """The seconds of each result of rows rows that USER writes, one after another, until
+    deadline."""
+    times = []
+    while time.monotonic() < deadline:
+        elapsed, final = run_execution(measured.stack, measured.warehouse.warehouse_id, plan(rows))
+        if final.outputs[0].row_count != rows:
+            raise SystemExit(f"the large write gave {final.outputs[0].row_count} rows")
+        times.append(elapsed)
+    return times
+
+
+@dataclass(frozen=True)
+class ManyUsers:
+    users: int
+    #: Seconds: each small workflow, submit -> first page.
+    small: list[float]
+    #: Seconds from the window's opening until the last small workflow returned.
+    span: float
+    large_rows: int
+    writes: list[float]
+    #: Seconds the users' and the writer's first submissions took, all together.
+    units_started: float
+    settled: float
+    #: psutil.virtual_memory().used before the stack started.
+    used_before: int
+    memory: MemorySampler
+
+    def report(self) -> None:
+        p50, p95 = statistics.median(self.small), percentile(self.small, 0.95)
+        print(
+            f"1. many users: {self.users} users for {self.span:.0f} s, while one more user "
+            f"writes {self.large_rows:,} rows again and again"
+        )
+        print(
+            f"   units started in {self.units_started:.0f} s ({STARTING_AT_ONCE} at once), "
+            f"then the stack went quiet within {self.settled:.0f} s"
+        )
+        print(
+            f"   small workflow, submit -> first page: {len(self.small)} runs, "
+            f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
+        )
+        print(f"   executions per minute, all users: {len(self.small) * 60 / self.span:.0f}")
+        if self.writes:
+            median = statistics.median(self.writes)
+            print(f"   large writes: {len(self.writes)}, median {median:.1f} s")
+        self._report_memory()
+
+    def _report_memory(self) -> None:
+        memory = self.memory
+        print(
+            f"   machine memory in use: {self.used_before / GIB:.1f} GiB before the stack, "
+            f"{memory.used_at_start / GIB:.1f} GiB at the window's start, "
+            f"{memory.used_peak / GIB:.1f} GiB at most"
+        )
+        if memory.pss_at_start is None or memory.pss_peak is None:
+            print("   the units' PSS: not readable by this process (run as root)")
+            return
+        print(
+            f"   PSS of the {memory.units_at_start} units' processes: "
+            f"{memory.pss_at_start / GIB:.1f} GiB at the window's start, "
+            f"{memory.pss_peak / GIB:.1f} GiB at most"
+        )
+
+
+def start_units(measured: Lake, users: list[Submitter]) -> float:
+    """Each user's and the writer's first submission, which makes and starts their unit,
+    STARTING_AT_ONCE at a time; the seconds they took together."""
+    started = time.perf_counter()
+    stack, warehouse_id = measured.stack, measured.warehouse.warehouse_id
+    with ThreadPoolExecutor(STARTING_AT_ONCE) as pool:
+        writer = pool.submit(run_execution, stack, warehouse_id, plan(1000))
+        for first in [pool.submit(user.run) for user in users]:
+            first.result()
+        writer.result()
+    return time.perf_counter() - started
+
+
+def many_users(sizes: Sizes) -> ManyUsers:
+    used_before = psutil.virtual_memory().used
+    with lake({**SERVICE_ENV, POOL_SETTING: "0"}) as measured:
+        stack = measured.stack
+        gateway = stack.channel("gateway", presenting=None)
+        users = [Submitter(stack, gateway) for _ in range(sizes.users)]
+        print(f"1. starting {sizes.users + 1} units ...", flush=True)
+        units_started = start_units(measured, users)
+        waited = settled()
+        clients = [client_of(stack, user) for user in users]
+        print(f"   the window: {sizes.seconds:.0f} s ...", flush=True)
+        with (
+            MemorySampler(stack.pid("warehouse-service")) as memory,
+            ThreadPoolExecutor(len(clients) + 1) as pool,
+        ):
+            opened = time.monotonic()
+            deadline = opened + sizes.seconds
+            writes = pool.submit(write_until, measured, sizes.large_rows, deadline)
+            loops = [pool.submit(small_until, client, deadline) for client in clients]
+            small = [elapsed for loop in loops for elapsed in loop.result()]
+            span = time.monotonic() - opened
+            written = writes.result()
+    return ManyUsers(
+        sizes.users,
+        small,
+        span,
+        sizes.large_rows,
+        written,
+        units_started,
+        waited,
+        used_before,
+        memory,
+    )
+
+
+# -- part 2: a new user's first result -----------------------------------------------------
+
+
+def registry_declares(variable: str) -> bool:
+    """The registry has the setting (it ignores those it does not declare)."""
+    return any(name == variable for name, _, _ in WarehouseServiceSettings.describe())
+
+
+def ready_pooled_units(stack: Stack) -> int:
+    """The pooled units that show they are warm and wait for a user (their ready files)."""
+    return len(list(stack.unit_root.glob(f"*/secrets/*{READY_SUFFIX}")))
+
+
+def wait_for_pool(stack: Stack, size: int, longest: float) -> tuple[float, int]:
+    """Waits until size pooled units are ready (longest seconds at most), then until the
+    stack is quiet; the seconds waited, and how many were ready when that wait ended."""
+    started = time.monotonic()
+    while ready_pooled_units(stack) < size and time.monotonic() - started < longest:
+        time.sleep(1.0)
+    ready = ready_pooled_units(stack)
+    settled()
+    return time.monotonic() - started, ready
+
+
+def first_results(stack: Stack, count: int) -> list[float]:
+    """Seconds from each of count new users' first submit call to their first page, one
+    user after another, each once the stack is quiet."""
+    gateway = stack.channel("gateway", presenting=None)
+    times = []
+    for _ in range(count):
+        client = client_of(stack, Submitter(stack, gateway))
+        settled()
+        times.append(seconds(client.run, KEPT_ROWS))
+    return times
+
+
+@dataclass(frozen=True)
+class PoolRun:
+    """The new users' first results on a stack keeping warm units."""
+
+    times: list[float]
+    #: Seconds waited for the pool to fill and the stack to go quiet.
+    waited: float
+    #: The pooled units ready when the wait for them ended.
+    ready: int
+
+
+@dataclass(frozen=True)
+class NewUsers:
+    without_pool: list[float]
+    pool_size: int
+    pooled: PoolRun | None
+    #: Why the part with the pool was skipped, if it was.
+    skipped: str = ""
+
+    def report(self) -> None:
+        print("2. a new user's first result, submit -> first page")
+        times_line("no pool", self.without_pool)
+        label = f"pool of {self.pool_size}"
+        if self.pooled is None:
+            print(f"   {label:<12} skipped: {self.skipped}")
+            return
+        times_line(label, self.pooled.times)
+        waited, ready = self.pooled.waited, self.pooled.ready
+        print(f"   (after {waited:.0f} s, pooled units ready: {ready} of {self.pool_size})")
+        p50 = statistics.median(self.pooled.times) / statistics.median(self.without_pool)
+        p95 = percentile(self.pooled.times, 0.95) / percentile(self.without_pool, 0.95)
+        print(f"   with pool / without: p50 {p50:.2f}, p95 {p95:.2f}")
+        if ready == 0 < self.pool_size:
+            print(
+                "   no pooled unit was ready: these users waited for new units, as without a pool"
+            )
+
+
+def times_line(label: str, times: list[float]) -> None:
+    p50, p95 = statistics.median(times), percentile(times, 0.95)
+    print(f"   {label:<12} users: {len(times)}, p50 {p50:6.2f} s, p95 {p95:6.2f} s")
+
+
+def with_pool(pool_size: int, count: int, longest: float) -> PoolRun | str:
+    """count new users' first results on a stack keeping pool_size warm units, once the pool
+    is filled (or longest seconds have passed); or why they could not be measured."""
+    if pool_size and not registry_declares(POOL_SETTING):
+        return f"the registry does not declare {POOL_SETTING} (it would ignore it)"
+    with contextlib.ExitStack() as scope:
+        try:
+            measured = scope.enter_context(lake({**SERVICE_ENV, POOL_SETTING: str(pool_size)}))
+        except ProcessFailed as exc:
+            return f"the stack did not start with {POOL_SETTING}={pool_size}: {exc}"
+        waited, ready = wait_for_pool(measured.stack, pool_size, longest)
+        return PoolRun(first_results(measured.stack, count), waited, ready)
+
+
+def new_users(count: int, pool_size: int, longest: float) -> NewUsers:
+    print(f"2. new users: {count} with no pool ...", flush=True)
+    with lake({**SERVICE_ENV, POOL_SETTING: "0"}) as measured:
+        without = first_results(measured.stack, count)
+    print(f"   new users: {count} with a pool of {pool_size} ...", flush=True)
+    pooled = with_pool(pool_size, count, longest)
+    if isinstance(pooled, str):
+        print(f"   skipped: {pooled}", flush=True)
+        return NewUsers(without, pool_size, None, pooled)
+    return NewUsers(without, pool_size, pooled)
+
+
+def sizes_of(args: argparse.Namespace) -> Sizes:
+    """The sizes the flags give, on FULL's defaults or, with --quick, QUICK's."""
+    chosen = QUICK if args.quick else FULL
+    given = {
+        f.name: getattr(args, f.name) for f in fields(Sizes) if getattr(args, f.name) is not None
+    }
+    return replace(chosen, **given)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, help=f"default {FULL.users}")
+    parser.add_argument("--seconds", type=float, help=f"the window, default {FULL.seconds:.0f}")
+    parser.add_argument("--large-rows", type=int, help=f"default {FULL.large_rows:,}")
+    parser.add_argument("--new-users", type=int, help=f"default {FULL.new_users}")
+    parser.add_argument("--pool-size", type=int, default=2, help="warm units kept, part 2")
+    parser.add_argument(
+        "--pool-warm-seconds", type=float, default=300.0, help="longest wait for them"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK.users} users, {QUICK.seconds:.0f} s, {QUICK.large_rows:,} rows, "
+        f"{QUICK.new_users} new user",
+    )
+    args = parser.parse_args()
+    sizes = sizes_of(args)
+    crowd = many_users(sizes)
+    arrivals = new_users(sizes.new_users, args.pool_size, args.pool_warm_seconds)
+    print()
+    crowd.report()
+    arrivals.report()
+
+
+if __name__ == "__main__":
+    main()
