@@ -276,7 +276,13 @@ def unit_supervisor(
         **(certificates.unit_settings() if certificates else {}),
     }
     pool = (
-        UnitPool(launcher, launch_settings, settings.pool_classes(), settings.unit_pool_size)
+        UnitPool(
+            launcher,
+            launch_settings,
+            settings.pool_classes(),
+            settings.unit_pool_size,
+            warm_timeout_seconds=settings.unit_start_timeout_seconds,
+        )
         if settings.unit_pool_size
         else None
     )

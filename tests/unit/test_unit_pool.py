@@ -120,3 +120,34 @@ def test_size_classes_are_read_as_cores_x_memory(text: str, classes: list[SizeCl
 def test_a_malformed_size_class_is_named(text: str) -> None:
     with pytest.raises(ValueError, match=repr(text.split(",", maxsplit=1)[0])):
         SizeClass.parse_list(text)
+
+
+async def test_a_unit_taken_while_a_refill_looks_at_it_is_left_to_its_taker() -> None:
+    """A take between a refill's question to the launcher and its answer: the refill neither
+    replaces nor readies the unit, which is no longer the pool's."""
+    launcher = RecordingLauncher()
+    pool = UnitPool(launcher, {}, [SMALL], size=1)
+    await filled(pool, launcher)
+    [pooled] = launcher.pooled
+    asked = launcher.status
+
+    async def taken_while_asked(unit_id: str) -> UnitStatus:
+        assert pool.take(1, 1024) == pooled
+        launcher.pooled.pop(unit_id)  # handed over: the launcher knows it by another id now
+        return await asked(unit_id)
+
+    launcher.status = taken_while_asked  # type: ignore[method-assign]
+    await pool.refill()
+    assert pooled not in launcher.stopped
+    assert pool.counts() == {SMALL: (1, 0)}  # a new one, warming
+
+
+async def test_a_pooled_unit_that_never_warms_up_is_replaced() -> None:
+    launcher = RecordingLauncher()
+    pool = UnitPool(launcher, {}, [SMALL], size=1, warm_timeout_seconds=0.0)
+    await pool.refill()
+    [stuck] = launcher.pooled
+    await pool.refill()
+    assert stuck in launcher.stopped
+    [replacement] = launcher.pooled
+    assert replacement != stuck

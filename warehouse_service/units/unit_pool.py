@@ -4,8 +4,8 @@ For each size class the pool keeps `size` units started by the launcher with no 
 (see unit_launcher.hand_over). When the supervisor launches a user's unit of a pooled
 size, it takes one, ready ones first, and hands it over: the unit's id, owner, credential
 and certificate are bound only then, and the unit never comes back to the pool. Each round
-of refill (a background job) replaces pooled units whose process ended, notes which are
-warm, and starts what is missing, one unit warming at a time: warming a JVM takes a core,
+of refill (a background job) replaces pooled units whose process ended (or that did not warm
+up in time), notes which are warm, and starts what is missing, one unit warming at a time: warming a JVM takes a core,
 and the users' executions need the others.
 
 The pool lives in this registry's memory: the process launcher's units are its children.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec
@@ -34,6 +35,8 @@ class UnitPool:
         settings: Mapping[str, str],
         classes: Sequence[SizeClass],
         size: int,
+        *,
+        warm_timeout_seconds: float = 300.0,
     ) -> None:
         self._launcher = launcher
         self._settings = dict(settings)
@@ -42,6 +45,10 @@ class UnitPool:
         self._units: dict[SizeClass, list[str]] = {size_class: [] for size_class in classes}
         #: Pooled units that are warm and wait for a hand-over.
         self._ready: set[str] = set()
+        #: When each pooled unit was started (a unit not warm within warm_timeout_seconds is
+        #: replaced: a stuck one would keep the pool from refilling).
+        self._started: dict[str, float] = {}
+        self._warm_timeout = warm_timeout_seconds
 
     def take(self, cores: int, memory_mib: int) -> str | None:
         """A pooled unit of this size, no longer the pool's: a ready one if there is one,
@@ -51,8 +58,7 @@ class UnitPool:
         if not units:
             return None
         chosen = next((pool_id for pool_id in units if pool_id in self._ready), units[0])
-        units.remove(chosen)
-        self._ready.discard(chosen)
+        self._forget(units, chosen)
         return chosen
 
     def counts(self) -> dict[SizeClass, tuple[int, int]]:
@@ -80,14 +86,31 @@ class UnitPool:
 
     async def _check(self, units: list[str]) -> None:
         for pool_id in list(units):
-            if (await self._launcher.status(pool_id)).phase is not UnitPhase.RUNNING:
-                units.remove(pool_id)
-                self._ready.discard(pool_id)
+            status = await self._launcher.status(pool_id)
+            if pool_id not in units:  # taken while this round waited
+                continue
+            late = time.monotonic() - self._started[pool_id] > self._warm_timeout
+            if status.phase is not UnitPhase.RUNNING or (late and pool_id not in self._ready):
+                self._forget(units, pool_id)
                 await self._launcher.stop(pool_id)
-                log.warning("a pooled unit ended before it was handed over; it is replaced")
-            elif pool_id not in self._ready and await self._launcher.pooled_ready(pool_id):
+                log.warning(
+                    "a pooled unit ended before it was handed over; it is replaced"
+                    if status.phase is not UnitPhase.RUNNING
+                    else "a pooled unit did not warm up in time; it is replaced",
+                    extra={"pool_id": pool_id},
+                )
+            elif (
+                pool_id not in self._ready
+                and await self._launcher.pooled_ready(pool_id)
+                and pool_id in units  # not taken while it was asked
+            ):
                 self._ready.add(pool_id)
                 log.info("pooled unit ready", extra={"pool_id": pool_id})
+
+    def _forget(self, units: list[str], pool_id: str) -> None:
+        units.remove(pool_id)
+        self._ready.discard(pool_id)
+        self._started.pop(pool_id, None)
 
     async def _start(self, size_class: SizeClass, units: list[str]) -> None:
         pool_id = new_pool_id()
@@ -100,11 +123,13 @@ class UnitPool:
         )
         await self._launcher.launch_pooled(spec)
         units.append(pool_id)
+        self._started[pool_id] = time.monotonic()
         log.info("pooled unit started", extra={"pool_id": pool_id, "size": str(size_class)})
 
     async def close(self) -> None:
         """Stops the pooled units."""
         for units in self._units.values():
             while units:
-                await self._launcher.stop(units.pop())
-        self._ready.clear()
+                pool_id = units[-1]
+                self._forget(units, pool_id)
+                await self._launcher.stop(pool_id)
