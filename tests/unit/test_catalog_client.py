@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from tests.loopback_http import served
-from warehouse_service.api.warehouses import catalog_failure
+from warehouse_service.api.catalog_errors import catalog_failure
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.catalog_oauth import TOKEN_EXCHANGE, OAuthClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable

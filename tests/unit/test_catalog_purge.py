@@ -15,7 +15,7 @@ from aiohttp import web
 
 from tests.loopback_http import served
 from texera.lake.v1 import warehouse_pb2
-from warehouse_service.api.warehouses import catalog_delete_failure
+from warehouse_service.api.catalog_errors import catalog_delete_failure
 from warehouse_service.catalog import catalog_purge
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.rest_tables import NAMESPACE_SEPARATOR

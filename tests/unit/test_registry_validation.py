@@ -7,8 +7,8 @@ import pytest
 
 from service_runtime.errors import FieldViolations, ServiceError
 from texera.lake.v1 import warehouse_pb2
+from warehouse_service.api.catalog_errors import catalog_failure
 from warehouse_service.api.validation import bucket_problem, endpoint_problem, key_prefix_problem
-from warehouse_service.api.warehouses import catalog_failure
 from warehouse_service.catalog.tables import CatalogError
 
 

@@ -42,6 +42,14 @@ from texera.lake.v1 import (
 )
 from warehouse_service import platform_warehouse, records
 from warehouse_service.api import usage
+from warehouse_service.api.catalog_errors import (
+    ENDPOINT_FIELD,
+    OVERLAP,
+    catalog_delete_failure,
+    catalog_failure,
+    catalog_refused_registry,
+    catalog_unavailable,
+)
 from warehouse_service.api.validation import (
     check_credentials,
     check_display_name,
@@ -68,19 +76,8 @@ from warehouse_service.store.db import Database, Record, present
 
 log = logging.getLogger("warehouse_service.api.warehouses")
 _ID_NAMESPACE = uuid.UUID("6b1b8f0e-4f7e-4a8e-9c1e-2f3d4c5b6a70")
-_OVERLAP = "CreateWarehouseStorageProfileOverlap"
-_ENDPOINT_FIELD = "warehouse.storage.endpoint"
 #: How long a storage endpoint's host name may take to resolve.
 _RESOLVE_SECONDS = 5.0
-#: Catalog error types of storage validation, and the request field each is about.
-_STORAGE_FIELDS = {
-    "StorageCredentialInvalid": "credentials",
-    "StorageAccessDenied": "credentials",
-    "StorageBucketNotFound": "warehouse.storage.bucket",
-    "InvalidStorageProfile": "warehouse.storage",
-    "InvalidStorageCredential": "credentials",
-    "StorageEndpointNotAllowed": _ENDPOINT_FIELD,
-}
 
 
 def catalog_name(warehouse_id: str) -> str:
@@ -90,100 +87,6 @@ def catalog_name(warehouse_id: str) -> str:
 
 def derived_warehouse_id(owner: str, request_id: str) -> str:
     return str(uuid.uuid5(_ID_NAMESPACE, f"{owner}\n{request_id.lower()}"))
-
-
-def _scrub(message: str, credentials: warehouse_pb2.S3Credentials | None) -> str:
-    """The catalog's message with any credential it might echo removed."""
-    if credentials is not None:
-        for secret in (credentials.access_key_id, credentials.secret_access_key):
-            if secret:
-                message = message.replace(secret, "[REDACTED]")
-    return message
-
-
-def catalog_failure(
-    exc: CatalogError, credentials: warehouse_pb2.S3Credentials | None = None
-) -> ServiceError:
-    """A catalog refusal as the canonical status the caller should see."""
-    message = _scrub(exc.message or exc.error_type or f"HTTP {exc.status}", credentials)
-    if exc.error_type == _OVERLAP:
-        return ServiceError(
-            grpc.StatusCode.ALREADY_EXISTS,
-            f"the storage location overlaps another warehouse: {message}",
-            reason="STORAGE_LOCATION_OVERLAP",
-        )
-    if exc.error_type == "StorageEndpointUnreachable":
-        return ServiceError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"the catalog cannot reach the storage: {message}",
-            reason="STORAGE_UNREACHABLE",
-        )
-    if exc.status in (400, 422):
-        field = _STORAGE_FIELDS.get(exc.error_type, "warehouse.storage")
-        return invalid_argument(
-            [FieldViolation(field, f"the catalog refused the storage: {message}")]
-        )
-    if exc.status in (401, 403):
-        return catalog_refused_registry(exc)
-    return ServiceError(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        f"the catalog refused the request: {message}",
-        reason=exc.error_type,
-    )
-
-
-def catalog_refused_registry(exc: CatalogError) -> ServiceError:
-    """The catalog refused the registry itself. 401 (its credential is wrong or unknown) is an
-    operator's problem, UNAVAILABLE until fixed; 403 (not allowed there) is PERMISSION_DENIED.
-    Either way the catalog's own reason goes along in ErrorInfo."""
-    log.error(
-        "the catalog refused the registry", extra={"status": exc.status, "type": exc.error_type}
-    )
-    metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
-    if exc.status == 401:
-        return ServiceError(
-            grpc.StatusCode.UNAVAILABLE,
-            "the catalog does not accept the registry's credential; an operator must fix it",
-            reason="CATALOG_UNAUTHORIZED",
-            metadata=metadata,
-        )
-    return ServiceError(
-        grpc.StatusCode.PERMISSION_DENIED,
-        f"the catalog does not allow this: {exc.message or exc.error_type}",
-        reason="CATALOG_FORBIDDEN",
-        metadata=metadata,
-    )
-
-
-def catalog_delete_failure(exc: CatalogError) -> ServiceError:
-    """A refusal while emptying or deleting a warehouse. No storage was sent, so none is to
-    blame: a 4xx here is the catalog's state (409: still not empty) or the registry's request."""
-    if exc.status in (401, 403):
-        return catalog_refused_registry(exc)
-    metadata = {"catalog_status": str(exc.status), "catalog_error": exc.error_type}
-    message = exc.message or exc.error_type or f"HTTP {exc.status}"
-    if exc.error_type == catalog_purge.PROTECTED:  # 409 from Lakekeeper; whatever the status
-        return ServiceError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"the catalog protects the warehouse from deletion: {message}; lift its protection "
-            "in the catalog, then delete it again",
-            reason="WAREHOUSE_PROTECTED",
-            metadata=metadata,
-        )
-    if exc.status == 409:
-        return ServiceError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"the catalog keeps the warehouse: {message}; retry the delete",
-            reason="CATALOG_WAREHOUSE_BUSY",
-            metadata=metadata,
-        )
-    log.error("the catalog refused a delete", extra=metadata)
-    return ServiceError(
-        grpc.StatusCode.INTERNAL,
-        f"the catalog refused the registry's delete request: {message}",
-        reason="CATALOG_REFUSED_DELETE",
-        metadata=metadata,
-    )
 
 
 def _require_state(row: Record, state: str) -> None:
@@ -202,14 +105,6 @@ def _require_not_deleted(row: Record) -> None:
             "the warehouse is being deleted",
             reason="WAREHOUSE_DELETED",
         )
-
-
-def catalog_unavailable(exc: CatalogUnavailable) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.UNAVAILABLE,
-        f"the catalog is unavailable; retry later ({exc})",
-        reason="CATALOG_UNAVAILABLE",
-    )
 
 
 def _fingerprint(warehouse: warehouse_pb2.Warehouse) -> str:
@@ -341,7 +236,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
             problem = "its host name does not resolve in time"
         if problem:
             raise invalid_argument(
-                [FieldViolation(_ENDPOINT_FIELD, f"is not an allowed storage endpoint: {problem}")]
+                [FieldViolation(ENDPOINT_FIELD, f"is not an allowed storage endpoint: {problem}")]
             )
 
     async def _created_by(self, owner: str, request_id: str) -> Record | None:
@@ -355,7 +250,7 @@ class WarehouseServicer(warehouse_service_pb2_grpc.WarehouseServiceServicer):
         try:
             return await self._catalog.create_warehouse(name, storage, request.credentials)
         except CatalogError as exc:
-            if exc.status == 409 or exc.error_type == _OVERLAP:
+            if exc.status == 409 or exc.error_type == OVERLAP:
                 # Perhaps our own earlier attempt, whose answer was lost: adopt it.
                 found = await self._adoptable(name, storage)
                 if found is not None:

@@ -23,7 +23,7 @@ from service_runtime.auth import EXECUTION_ROLE, Identity
 from service_runtime.errors import Resource, ServiceError, failed_precondition, not_found
 from service_runtime.internal_tokens import MESH_AUDIENCE, REGISTRY_ISSUER, TokenSigner
 from texera.lake.internal.v1 import execution_credentials_pb2
-from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
+from warehouse_service.api.catalog_errors import catalog_refused_registry, catalog_unavailable
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.catalog.vended import RENEWED_KEYS, credentials_for

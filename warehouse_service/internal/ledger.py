@@ -40,11 +40,11 @@ from texera.lake.internal.v1 import (
     registry_service_pb2_grpc,
 )
 from warehouse_service import records
+from warehouse_service.api.catalog_errors import catalog_refused_registry, catalog_unavailable
 from warehouse_service.api.validation import (
     check_request_id,
     check_uuid,
 )
-from warehouse_service.api.warehouses import catalog_refused_registry, catalog_unavailable
 from warehouse_service.catalog.catalog_client import CatalogClient
 from warehouse_service.catalog.tables import CatalogError, CatalogUnavailable
 from warehouse_service.domain.permissions import Role
