@@ -16,7 +16,6 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import AUTH, CA_BUNDLE, SSL
-from pyiceberg.catalog.sql import SqlCatalog
 from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 from typing_extensions import override
@@ -99,6 +98,9 @@ class CatalogFactory:
                 raise ValueError(
                     "this service has no SQL catalog configured for the global warehouse"
                 )
+            # Imported here: only a SQL catalog needs SQLAlchemy (see lake_tables.pyiceberg_sql).
+            from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415
+
             return SqlCatalog(
                 binding.catalog_warehouse,
                 uri=self.sql_warehouse.uri,

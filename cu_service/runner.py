@@ -23,7 +23,6 @@ from functools import partial
 from typing import Protocol
 
 import requests
-import sqlalchemy.exc
 from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
@@ -41,6 +40,7 @@ from cu_service.workflow.file_roots import OutsideRoots
 from cu_service.workflow.udf import ConsoleEntry, OperatorFailure, ParsedFailure, parse_failure
 from cu_service.writer.output import OutputCommit, OutputWriter, WritePolicy, WrittenOutput
 from lake_tables.naming import RESULTS, result_table
+from lake_tables.transient import sql_database_unreachable
 from lake_tables.uncommitted import data_folder, delete_folder
 from service_runtime.redaction import without_credentials
 from texera.lake.v1 import execution_pb2
@@ -341,7 +341,7 @@ class ExecutionRun:
 
 def _reason(exc: BaseException) -> str:
     """The machine-readable cause of a failure that is not an operator's."""
-    if isinstance(exc, RESTError | requests.RequestException | sqlalchemy.exc.OperationalError):
+    if isinstance(exc, RESTError | requests.RequestException) or sql_database_unreachable(exc):
         return "CATALOG_UNAVAILABLE"  # the REST catalog, or the SQL catalog's database
     if isinstance(exc, OSError):  # pyarrow's storage errors
         return "STORAGE_UNAVAILABLE"

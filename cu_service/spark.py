@@ -36,6 +36,12 @@ log = logging.getLogger("cu_service.spark")
 
 #: The session time zone: Spark hands timestamps to Python (mapInArrow) as UTC.
 SESSION_TIME_ZONE = "UTC"
+#: What Spark sets in the environment of the Python workers of SQL's functions
+#: (spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled, on by default).
+SIMPLIFIED_TRACEBACK = "SPARK_SIMPLIFIED_TRACEBACK"
+#: The driver JVM's heap, after a collection, grows when under a tenth of it is free and
+#: shrinks when over a fifth is (the JVM's defaults: 40 % and 70 %).
+HEAP_FREE_RATIOS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=20")
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -104,6 +110,23 @@ def shuffle_partitions(spark: SparkSession) -> int:
     return 2 * spark.sparkContext.defaultParallelism
 
 
+def driver_java_options(settings: ComputingUnitSettings) -> str:
+    """The driver JVM's options: those that make an idle JVM give memory back (see
+    TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS), then the unit's own, which may override them.
+    Given on the command line that starts the JVM; a JVM that does not know an option ignores
+    it (Spark's launcher passes -XX:+IgnoreUnrecognizedVMOptions)."""
+    options = []
+    if settings.spark_driver_release_seconds > 0:
+        milliseconds = round(settings.spark_driver_release_seconds * 1000)
+        options += [
+            f"-XX:G1PeriodicGCInterval={milliseconds}",
+            f"-XX:TrimNativeHeapInterval={milliseconds}",
+            *HEAP_FREE_RATIOS,
+        ]
+    options.append(settings.spark_driver_java_options)
+    return " ".join(option for option in options if option)
+
+
 def start_spark(
     settings: ComputingUnitSettings, confinement: Confinement | None = None
 ) -> SparkSession:
@@ -138,6 +161,11 @@ def start_spark(
         .config("spark.python.use.daemon", "true")
         .config("spark.python.daemon.module", worker_daemon.__name__)
         .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", encoded)  # a cluster's
+        # Spark keeps a daemon per distinct worker environment, and adds this variable to that
+        # of SQL's Python functions only: set for all, the writer's two Python stages (its
+        # mapInArrow and the RDD that collects the files' list) share one daemon, which holds
+        # some 110 MiB of preloaded modules.
+        .config(f"spark.executorEnv.{SIMPLIFIED_TRACEBACK}", "1")
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
         .config("spark.executor.killOnFatalError.depth", "0")
@@ -145,10 +173,8 @@ def start_spark(
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
         .config("spark.sql.runSQLOnFiles", "false")
     )
-    if settings.spark_driver_java_options:
-        builder = builder.config(
-            "spark.driver.extraJavaOptions", settings.spark_driver_java_options
-        )
+    if java_options := driver_java_options(settings):
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     if is_local(settings.spark_master):  # executions set theirs (shuffle_partitions)
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
     try:

@@ -6,9 +6,9 @@ again, which vends fresh ones). Other refusals (4xx), conflicts and bad data are
 from __future__ import annotations
 
 import re
+import sys
 
 import requests
-import sqlalchemy.exc
 from pyiceberg.exceptions import (
     CommitStateUnknownException,
     ServerError,
@@ -26,13 +26,20 @@ _STORAGE_OUTAGE = re.compile(
 _EXPIRED_CREDENTIALS = re.compile(r"ExpiredToken|token has expired|TokenRefreshRequired")
 
 
+def sql_database_unreachable(error: BaseException) -> bool:
+    """Whether error is a SQL catalog's database that cannot be reached. SQLAlchemy is loaded
+    only where a SQL catalog is made (lake_tables.pyiceberg_sql): not loaded, no such error."""
+    errors = sys.modules.get("sqlalchemy.exc")
+    return errors is not None and isinstance(error, errors.OperationalError)
+
+
 def transient_table_failure(error: BaseException) -> bool:
     if isinstance(error, ServerError | ServiceUnavailableError | CommitStateUnknownException):
         return True  # the REST catalog answered 5xx (a commit's: its outcome is unknown)
     if isinstance(error, requests.ConnectionError | requests.Timeout):
         return True  # the REST catalog did not answer
-    if isinstance(error, sqlalchemy.exc.OperationalError):
-        return True  # the SQL catalog's database is unreachable
+    if sql_database_unreachable(error):
+        return True
     if transient_connection_error(error):
         return True
     return isinstance(error, OSError) and (

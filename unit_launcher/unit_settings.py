@@ -80,6 +80,15 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "ones slower. Part of the JVM's command line: no secret here.",
         scoped=True,
     )
+    spark_driver_release_seconds: float = setting(
+        "SPARK_DRIVER_RELEASE_SECONDS",
+        30.0,
+        "How soon the Spark driver JVM gives memory it no longer uses back to the operating "
+        "system: after this long without a garbage collection it runs one and shrinks its heap "
+        "to a fifth free at most, and it trims its native heap this often. 0 keeps the JVM's "
+        "defaults, under which an idle heap keeps the size work made it.",
+        scoped=True,
+    )
     capacity: int = setting(
         "CAPACITY", 2, "Executions run at once; more wait, queued in order.", scoped=True
     )
@@ -236,6 +245,9 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError(f"{self.variable_of('commit_retry_seconds')} must be 0 or more")
         if self.warm_up_jobs < 0:
             raise ConfigError(f"{self.variable_of('warm_up_jobs')} must be 0 or more")
+        if not 0 <= self.spark_driver_release_seconds <= 86400:
+            name = self.variable_of("spark_driver_release_seconds")
+            raise ConfigError(f"{name} must be 0 to 86400 (a day)")
         if self.worker_memory_bytes < 256 * 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
         for name in (

@@ -24,7 +24,8 @@ from embedded_stack.dev_catalog.storage import (
     sts_client,
 )
 from embedded_stack.dev_catalog.store import WarehouseRecord
-from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES, RememberingSqlCatalog
+from lake_tables.pyiceberg_arrow import FILE_IO_PROPERTIES
+from lake_tables.pyiceberg_sql import RememberingSqlCatalog
 from service_runtime.endpoint_guard import EndpointGuard
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from embedded_stack.dev_catalog.errors import CatalogError, bad_request, conflict, not_found
 from embedded_stack.dev_catalog.model import S3Profile
-from lake_tables.pyiceberg_arrow import create_sql_catalog_tables, sql_catalog_holds_anything
+from lake_tables.pyiceberg_sql import create_sql_catalog_tables, sql_catalog_holds_anything
 
 DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"
 ALL_FORMAT_VERSIONS = [1, 2, 3]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import requests
+import sqlalchemy.exc
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServerError
 from pyiceberg.table import Table
@@ -126,6 +127,9 @@ def test_refusals_are_not_retried_and_an_outage_past_the_window_fails(table: Tab
         (OSError("AWS Error ACCESS_DENIED: The provided token has expired."), True),
         (CommitFailedException("409"), False),
         (ValueError("bad"), False),
+        # A SQL catalog's database out of reach.
+        (sqlalchemy.exc.OperationalError("SELECT 1", {}, ConnectionRefusedError()), True),
+        (sqlalchemy.exc.IntegrityError("INSERT", {}, ValueError()), False),
     ],
 )
 def test_which_table_failures_are_transient(error: BaseException, transient: bool) -> None:

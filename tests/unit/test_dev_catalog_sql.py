@@ -12,7 +12,7 @@ from pyiceberg.io.pyarrow import PyArrowFile
 from sqlalchemy import create_engine
 
 from embedded_stack.dev_catalog.catalogs import REMEMBERED_METADATA_FILES
-from lake_tables.pyiceberg_arrow import RememberingSqlCatalog
+from lake_tables.pyiceberg_sql import RememberingSqlCatalog
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 

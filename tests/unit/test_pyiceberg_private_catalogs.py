@@ -1,6 +1,7 @@
 """What the mesh takes from pyiceberg's private API for catalogs and scan plans (see
-lake_tables.pyiceberg_arrow), pinned: the strict metrics evaluation, the REST client's HTTP
-session, and the SQL catalog's hooks the development catalog overrides."""
+lake_tables.pyiceberg_arrow and lake_tables.pyiceberg_sql), pinned: the strict metrics
+evaluation, the REST client's HTTP session, and the SQL catalog's hooks the development catalog
+overrides."""
 
 from __future__ import annotations
 

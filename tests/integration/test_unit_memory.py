@@ -1,0 +1,42 @@
+"""A unit's Spark, as it starts it: its JVM gets the options that make an idle JVM give memory
+back, and the writer's Python stages share one worker daemon."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psutil
+import pytest
+from pyspark.sql import SparkSession
+
+from cu_service import worker_daemon
+from cu_service.warm_up import run_once
+from tests.integration.compile import local_spark
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+def spark_jvm() -> psutil.Process:
+    [jvm] = [
+        child
+        for child in psutil.Process().children()
+        if "org.apache.spark.deploy.SparkSubmit" in child.cmdline()
+    ]
+    return jvm
+
+
+def test_the_jvm_gives_memory_back_and_the_writer_uses_one_daemon(spark: SparkSession) -> None:
+    run_once(spark)  # a write job: its mapInArrow, and the RDD that gathers what it wrote
+    jvm = spark_jvm()
+    command = jvm.cmdline()
+    assert "-XX:G1PeriodicGCInterval=30000" in command
+    assert "-XX:TrimNativeHeapInterval=30000" in command
+    daemons = [child for child in jvm.children() if worker_daemon.__name__ in child.cmdline()]
+    assert len(daemons) == 1

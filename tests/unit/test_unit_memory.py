@@ -1,0 +1,64 @@
+"""What keeps an idle computing unit small: its driver JVM's options, which make it give memory
+back, and the modules its processes load, SQLAlchemy not among them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cu_service.spark import HEAP_FREE_RATIOS, driver_java_options
+from cu_service.worker_daemon import PRELOADED
+from service_runtime.config import ConfigError
+from unit_launcher.unit_settings import ComputingUnitSettings
+
+
+def test_by_default_the_driver_jvm_collects_and_trims_after_thirty_idle_seconds() -> None:
+    options = driver_java_options(ComputingUnitSettings()).split()
+    assert options == [
+        "-XX:G1PeriodicGCInterval=30000",
+        "-XX:TrimNativeHeapInterval=30000",
+        *HEAP_FREE_RATIOS,
+    ]
+
+
+def test_the_units_own_options_come_last_so_that_they_win() -> None:
+    settings = ComputingUnitSettings(
+        spark_driver_release_seconds=2.5, spark_driver_java_options="-XX:MaxHeapFreeRatio=70"
+    )
+    options = driver_java_options(settings).split()
+    assert options[:2] == ["-XX:G1PeriodicGCInterval=2500", "-XX:TrimNativeHeapInterval=2500"]
+    assert options[-1] == "-XX:MaxHeapFreeRatio=70"
+
+
+def test_zero_leaves_the_jvm_as_it_is() -> None:
+    assert driver_java_options(ComputingUnitSettings(spark_driver_release_seconds=0)) == ""
+    settings = ComputingUnitSettings(
+        spark_driver_release_seconds=0, spark_driver_java_options="-Xss1m"
+    )
+    assert driver_java_options(settings) == "-Xss1m"
+
+
+@pytest.mark.parametrize("seconds", [-1.0, 86401.0])
+def test_the_release_time_is_checked(seconds: float) -> None:
+    settings = ComputingUnitSettings(credential="c", spark_driver_release_seconds=seconds)
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS"):
+        settings.validate()
+
+
+def test_a_units_driver_and_its_python_workers_do_not_load_sqlalchemy() -> None:
+    modules = ["cu_service.__main__", *PRELOADED]
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('sqlalchemy')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert loaded.strip() == "[]"
