@@ -23,11 +23,20 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+def command_line(process: psutil.Process) -> list[str]:
+    """The process's command line; none for one that ended (a zombie child of an earlier
+    test in this process, or gone meanwhile)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 def spark_jvm() -> psutil.Process:
     [jvm] = [
         child
         for child in psutil.Process().children()
-        if "org.apache.spark.deploy.SparkSubmit" in child.cmdline()
+        if "org.apache.spark.deploy.SparkSubmit" in command_line(child)
     ]
     return jvm
 
@@ -38,5 +47,5 @@ def test_the_jvm_gives_memory_back_and_the_writer_uses_one_daemon(spark: SparkSe
     command = jvm.cmdline()
     assert "-XX:G1PeriodicGCInterval=30000" in command
     assert "-XX:TrimNativeHeapInterval=30000" in command
-    daemons = [child for child in jvm.children() if worker_daemon.__name__ in child.cmdline()]
+    daemons = [child for child in jvm.children() if worker_daemon.__name__ in command_line(child)]
     assert len(daemons) == 1
