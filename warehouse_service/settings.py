@@ -382,9 +382,7 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
     )
 
     def pool_classes(self) -> list[SizeClass]:
-        """The size classes of the warm pool (none when it is off)."""
-        if self.unit_pool_size == 0:
-            return []
+        """The size classes of the warm pool."""
         default = SizeClass(self.unit_default_cores, self.unit_default_memory_mib)
         return SizeClass.parse_list(self.unit_pool_classes) or [default]
 
