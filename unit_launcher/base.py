@@ -16,6 +16,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from unit_launcher.size_class import SizeClass
+
 #: The launchers there are, by the name TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER gives.
 LAUNCHERS = ("process", "kubernetes")
 
@@ -93,6 +95,12 @@ class Launcher(abc.ABC):
         """Makes the pooled unit the unit spec describes (its id, owner and secrets); raises
         HandOverFailed if the pooled unit does not take it (it is then stopped)."""
         raise PoolUnsupported(f"the {type(self).__name__} keeps no pool of started units")
+
+    async def pooled_units(self) -> list[tuple[str, SizeClass]]:
+        """Pooled units this launcher finds started and not handed over (by a registry
+        before this one, whose pool they were), with their size classes. None for a
+        launcher whose pooled units end with the registry."""
+        return []
 
     async def close(self) -> None:  # noqa: B027 - launchers without resources need no close
         """Releases what the launcher holds (it does not stop units)."""

@@ -43,6 +43,29 @@ def make_pipe(path: Path) -> None:
     os.mkfifo(path, 0o600)
 
 
+def secret_file(folder: Path, name: str) -> Path:
+    """Where the secret of setting name is written in folder."""
+    return folder / name.lower()
+
+
+def write_secret_files(folder: Path, secrets: Mapping[str, str]) -> dict[str, Path]:
+    """Each secret in a new file of mode 0600 in folder (see secret_file); the files by
+    setting name. A file left from before is replaced."""
+    paths: dict[str, Path] = {}
+    for name, value in secrets.items():
+        path = secret_file(folder, name)
+        path.unlink(missing_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(value)
+        paths[name] = path
+    return paths
+
+
+def file_variables(paths: Mapping[str, Path]) -> dict[str, str]:
+    """The ``_FILE`` settings that name the secrets' files to the unit."""
+    return {f"{name}_FILE": str(path) for name, path in paths.items()}
+
+
 def is_ready(pipe: Path) -> bool:
     """The pooled unit is warm and waits on pipe."""
     return pipe.with_name(pipe.name + READY_SUFFIX).exists()

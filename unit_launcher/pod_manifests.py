@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from unit_launcher.base import UnitSpec
+from unit_launcher.hand_over import HAND_OVER_SETTING
 from unit_launcher.kubernetes_settings import (
     KubernetesLauncherSettings,
     cidr_list,
     label_selector,
     port_list,
 )
+from unit_launcher.size_class import SizeClass
 
 Manifest = dict[str, Any]
 
@@ -34,6 +36,9 @@ UNIT_UID = 10001
 #: unit's user (its group) reads them and nobody else in the Pod exists to.
 SECRET_FILE_MODE = 0o400
 SECRETS_DIR = "/run/secrets/texera-lake"
+#: Where a pooled unit waits for its identity: in its secrets folder, an in-memory volume.
+HAND_OVER_PIPE = f"{SECRETS_DIR}/hand-over"
+UNIT_CONTAINER = "unit"
 HOME_DIR = "/home/lake"
 SPARK_LOCAL_DIR = "/var/lib/spark-local"
 #: Memory of the unit's Python side (gRPC server, Arrow buffers, Spark's Python workers).
@@ -94,28 +99,37 @@ def driver_memory_mib(memory_mib: int) -> int:
     return memory_mib - PYTHON_MIB - max(JVM_OVERHEAD_MIB, memory_mib // 10)
 
 
+def unit_label(settings: KubernetesLauncherSettings) -> str:
+    """The label that names the unit a Pod runs (and its Service and NetworkPolicy select)."""
+    return f"{settings.label_prefix}/unit"
+
+
 def unit_labels(spec: UnitSpec, settings: KubernetesLauncherSettings) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "texera-lake-unit",
         "app.kubernetes.io/managed-by": "texera-lake-warehouse-service",
-        f"{settings.label_prefix}/unit": spec.unit_id,
+        unit_label(settings): spec.unit_id,
         f"{settings.label_prefix}/owner": owner_label_value(spec.owner_user_id),
     }
 
 
 def unit_selector(unit_id: str, settings: KubernetesLauncherSettings) -> dict[str, str]:
-    return {f"{settings.label_prefix}/unit": unit_id}
+    return {unit_label(settings): unit_id}
 
 
 def check_spec(spec: UnitSpec) -> None:
     """Raises ValueError naming the field of a spec no Pod can be made from."""
+    if not spec.owner_user_id:
+        raise ValueError("owner_user_id must not be empty")
+    _check_shape(spec)
+
+
+def _check_shape(spec: UnitSpec) -> None:
     if not UNIT_ID.match(spec.unit_id):
         raise ValueError(
             "unit_id must be 1 to 40 lowercase letters, digits or '-', "
             "starting and ending with a letter or digit"
         )
-    if not spec.owner_user_id:
-        raise ValueError("owner_user_id must not be empty")
     if spec.cores < 1:
         raise ValueError("cores must be at least 1")
     if driver_memory_mib(spec.memory_mib) < MIN_HEAP_MIB:
@@ -174,14 +188,21 @@ def unit_environment(spec: UnitSpec, settings: KubernetesLauncherSettings) -> di
     return {
         **spec.settings,
         **{f"{name}_FILE": f"{SECRETS_DIR}/{name}" for name in sorted(spec.secrets)},
-        "TEXERA_LAKE_CU_ID": spec.unit_id,
+        **identity(spec, settings),
         "TEXERA_LAKE_HOST": "0.0.0.0",  # noqa: S104 - the Pod's own network namespace
         "TEXERA_LAKE_CU_PORT": str(settings.unit_port),
-        "TEXERA_LAKE_CU_ADVERTISED_ADDRESS": unit_address(spec.unit_id, settings),
         "TEXERA_LAKE_CU_SPARK_MASTER": f"local[{spec.cores}]",
         "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY": f"{driver_memory_mib(spec.memory_mib)}m",
         "HOME": HOME_DIR,
         "SPARK_LOCAL_DIRS": SPARK_LOCAL_DIR,
+    }
+
+
+def identity(spec: UnitSpec, settings: KubernetesLauncherSettings) -> dict[str, str]:
+    """The settings that make a unit's process spec's unit (a pooled one's at hand-over)."""
+    return {
+        "TEXERA_LAKE_CU_ID": spec.unit_id,
+        "TEXERA_LAKE_CU_ADVERTISED_ADDRESS": unit_address(spec.unit_id, settings),
     }
 
 
@@ -205,22 +226,102 @@ def _probe(
 
 
 def pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manifest:
+    metadata = {
+        **_metadata(spec, settings),
+        "annotations": {f"{settings.label_prefix}/owner-user-id": spec.owner_user_id},
+    }
+    secrets = {"secret": {"secretName": object_name(spec.unit_id), "defaultMode": SECRET_FILE_MODE}}
+    # A unit that exits cleanly has stopped; one that crashes is restarted, and one that keeps
+    # crashing is reported FAILED (CrashLoopBackOff).
+    pod = _pod(
+        spec,
+        settings,
+        metadata=metadata,
+        environment=unit_environment(spec, settings),
+        secrets_volume=secrets,
+        restart_policy="OnFailure",
+    )
+    container = pod["spec"]["containers"][0]
+    # Spark takes a while to start: up to five minutes before liveness counts.
+    container["startupProbe"] = _probe(spec, settings, period=5, failures=60)
+    container["readinessProbe"] = _probe(spec, settings, period=5, failures=3)
+    container["livenessProbe"] = _probe(spec, settings, period=10, failures=6)
+    return pod
+
+
+def pooled_pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manifest:
+    """A Pod of the warm pool (see unit_launcher.hand_over): no owner, no secret, no Service
+    and no NetworkPolicy of its own (the namespace's default deny holds it). Its secrets
+    folder is an in-memory volume the hand-over writes to. It carries no probes: it serves
+    nothing until it is handed over, and its readiness is asked by exec. It is never
+    restarted: a unit does not go back to waiting for an identity."""
+    _check_shape(spec)
+    if spec.owner_user_id or spec.secrets:
+        raise ValueError("a pooled unit has no owner and no secrets until it is handed over")
+    labels = unit_labels(spec, settings)
+    del labels[f"{settings.label_prefix}/owner"]
+    metadata = {
+        "name": object_name(spec.unit_id),
+        "namespace": settings.namespace,
+        "labels": {**labels, pool_label(settings): pool_label_value(spec)},
+    }
+    environment = {**unit_environment(spec, settings), HAND_OVER_SETTING: HAND_OVER_PIPE}
+    secrets = {"emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+    return _pod(
+        spec,
+        settings,
+        metadata=metadata,
+        environment=environment,
+        secrets_volume=secrets,
+        restart_policy="Never",
+    )
+
+
+def pool_label(settings: KubernetesLauncherSettings) -> str:
+    """The label of pooled Pods not yet handed over; its value is their size class."""
+    return f"{settings.label_prefix}/pool"
+
+
+def pool_label_value(spec: UnitSpec) -> str:
+    return str(SizeClass(spec.cores, spec.memory_mib))
+
+
+def hand_over_patch(
+    pooled_pod: Mapping[str, Any], spec: UnitSpec, settings: KubernetesLauncherSettings
+) -> Manifest:
+    """The merge patch that makes a pooled Pod spec's unit: its labels (so that the unit's
+    Service and NetworkPolicy select it) and owner, out of the pool. It carries the Pod's
+    resourceVersion: if anyone changed the Pod since it was read (another registry took it),
+    the API server refuses it."""
+    return {
+        "metadata": {
+            "resourceVersion": pooled_pod["metadata"]["resourceVersion"],
+            "labels": {**unit_labels(spec, settings), pool_label(settings): None},
+            "annotations": {f"{settings.label_prefix}/owner-user-id": spec.owner_user_id},
+        }
+    }
+
+
+def _pod(
+    spec: UnitSpec,
+    settings: KubernetesLauncherSettings,
+    *,
+    metadata: Manifest,
+    environment: Mapping[str, str],
+    secrets_volume: Manifest,
+    restart_policy: str,
+) -> Manifest:
     resources = {"cpu": str(spec.cores), "memory": f"{spec.memory_mib}Mi"}
-    environment = unit_environment(spec, settings)
+    writable_secrets = "emptyDir" in secrets_volume
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            **_metadata(spec, settings),
-            "annotations": {f"{settings.label_prefix}/owner-user-id": spec.owner_user_id},
-        },
+        "metadata": metadata,
         "spec": {
             "serviceAccountName": settings.service_account,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            # A unit that exits cleanly has stopped; one that crashes is restarted, and one
-            # that keeps crashing is reported FAILED (CrashLoopBackOff).
-            "restartPolicy": "OnFailure",
+            "restartPolicy": restart_policy,
             "terminationGracePeriodSeconds": 30,
             "securityContext": {
                 "runAsNonRoot": True,
@@ -231,7 +332,7 @@ def pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manife
             },
             "containers": [
                 {
-                    "name": "unit",
+                    "name": UNIT_CONTAINER,
                     "image": settings.image,
                     "imagePullPolicy": settings.image_pull_policy,
                     "command": ["texera-lake-cu-service"],
@@ -247,12 +348,12 @@ def pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manife
                         "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},
                     },
-                    # Spark takes a while to start: up to five minutes before liveness counts.
-                    "startupProbe": _probe(spec, settings, period=5, failures=60),
-                    "readinessProbe": _probe(spec, settings, period=5, failures=3),
-                    "livenessProbe": _probe(spec, settings, period=10, failures=6),
                     "volumeMounts": [
-                        {"name": "secrets", "mountPath": SECRETS_DIR, "readOnly": True},
+                        {
+                            "name": "secrets",
+                            "mountPath": SECRETS_DIR,
+                            "readOnly": not writable_secrets,
+                        },
                         {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - a private emptyDir
                         {"name": "home", "mountPath": HOME_DIR},
                         {"name": "spark-local", "mountPath": SPARK_LOCAL_DIR},
@@ -260,13 +361,7 @@ def pod_manifest(spec: UnitSpec, settings: KubernetesLauncherSettings) -> Manife
                 }
             ],
             "volumes": [
-                {
-                    "name": "secrets",
-                    "secret": {
-                        "secretName": object_name(spec.unit_id),
-                        "defaultMode": SECRET_FILE_MODE,
-                    },
-                },
+                {"name": "secrets", **secrets_volume},
                 {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
                 {"name": "home", "emptyDir": {"sizeLimit": "1Gi"}},
                 {"name": "spark-local", "emptyDir": {"sizeLimit": f"{settings.scratch_mib}Mi"}},

@@ -33,7 +33,16 @@ from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
 from service_runtime.processes import ManagedProcess, ensure_system_user, remove_system_user
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
-from unit_launcher.hand_over import HAND_OVER_SETTING, HandOverFailed, deliver, is_ready, make_pipe
+from unit_launcher.hand_over import (
+    HAND_OVER_SETTING,
+    HandOverFailed,
+    deliver,
+    file_variables,
+    is_ready,
+    make_pipe,
+    secret_file,
+    write_secret_files,
+)
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.
 _INHERITED = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ")
@@ -173,11 +182,7 @@ class ProcessLauncher(Launcher):
 
     def _write_secrets(self, home: Path, secrets: Mapping[str, str], user: str | None) -> None:
         """Each secret in a file of mode 0600 of the unit's user, in its secrets/ folder."""
-        for name, value in secrets.items():
-            path = home / "secrets" / name.lower()
-            path.unlink(missing_ok=True)
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(value)
+        for path in write_secret_files(home / "secrets", secrets).values():
             self._give(path, user)
 
     def _make_pipe(self, pipe: Path, user: str | None) -> None:
@@ -224,7 +229,7 @@ class ProcessLauncher(Launcher):
             f"{ENV_PREFIX}CU_ID": spec.unit_id,
             f"{ENV_PREFIX}CU_PORT": str(port),
             f"{ENV_PREFIX}CU_ADVERTISED_ADDRESS": self._address(port),
-            **{f"{name}_FILE": str(home / "secrets" / name.lower()) for name in spec.secrets},
+            **file_variables({name: secret_file(home / "secrets", name) for name in spec.secrets}),
         }
 
     def _rename(self, pool_id: str, unit_id: str) -> None:

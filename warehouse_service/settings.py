@@ -370,7 +370,8 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         0,
         "Computing units kept started and warmed up per size class, each handed at once to a "
         "user's new, default or restarted unit of its size, and replaced; 0 turns the pool "
-        "off. The process launcher only.",
+        "off. With the kubernetes launcher, pooled Pods outlive the registry and the next one "
+        "keeps them.",
         scoped=True,
     )
     unit_pool_classes: str = setting(
@@ -451,11 +452,6 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
     def _validate_pool(self) -> None:
         if self.unit_pool_size < 0:
             raise ConfigError(f"{self.variable_of('unit_pool_size')} must be 0 or more")
-        if self.unit_pool_size and self.unit_launcher != "process":
-            raise ConfigError(
-                f"{self.variable_of('unit_pool_size')}: the {self.unit_launcher} launcher keeps "
-                "no warm pool; set it to 0"
-            )
         try:
             SizeClass.parse_list(self.unit_pool_classes)
         except ValueError as exc:

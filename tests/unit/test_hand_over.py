@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from unit_launcher import pod_hand_over
 from unit_launcher.hand_over import (
+    HAND_OVER_SETTING,
     HandOverFailed,
     await_identity,
     deliver,
@@ -98,3 +102,73 @@ def _open_when_read(pipe: Path) -> int:
             return os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
             threading.Event().wait(0.01)
+
+
+# The in-Pod end (texera-lake-cu-hand-over), which takes the message an exec writes.
+
+
+def run_command(
+    monkeypatch: pytest.MonkeyPatch, pipe: Path | None, argv: list[str], stdin: bytes = b""
+) -> int:
+    if pipe is None:
+        monkeypatch.delenv(HAND_OVER_SETTING, raising=False)
+    else:
+        monkeypatch.setenv(HAND_OVER_SETTING, str(pipe))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    return pod_hand_over.main(argv)
+
+
+def test_the_command_says_whether_the_unit_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipe = tmp_path / "hand-over"
+    make_pipe(pipe)
+    assert run_command(monkeypatch, pipe, ["ready"]) == 1
+    thread, outcome = waiting_unit(pipe)
+    while not is_ready(pipe):
+        threading.Event().wait(0.01)
+    assert run_command(monkeypatch, pipe, ["ready"]) == 0
+    assert run_command(monkeypatch, None, ["ready"]) == 2  # not a pooled unit's container
+
+    message = {"variables": IDENTITY, "secrets": {"TEXERA_LAKE_CU_CREDENTIAL": "s3cr3t"}}
+    line = json.dumps(message).encode() + b"\n"
+    assert run_command(monkeypatch, pipe, ["take", "--wait", "30"], line) == 0
+    thread.join(30)
+    (variables,) = outcome
+    assert variables == {
+        **IDENTITY,
+        "TEXERA_LAKE_CU_CREDENTIAL_FILE": str(tmp_path / "texera_lake_cu_credential"),
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json\n",
+        b'{"variables": {}}\n',
+        b'{"variables": {}, "secrets": {"../escape": "x"}}\n',
+        b'{"variables": {"PATH": "/tmp"}, "secrets": {}}\n',
+        b'{"variables": {}, "secrets": {"TEXERA_LAKE_CU_CREDENTIAL": 5}}\n',
+        b'{"variables": {}, "secrets": {}}',  # no end of line: cut short
+    ],
+)
+def test_a_bad_message_is_refused_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: bytes
+) -> None:
+    pipe = tmp_path / "hand-over"
+    make_pipe(pipe)
+    assert run_command(monkeypatch, pipe, ["take", "--wait", "0.1"], line) == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hand-over"]
+    assert "hand-over failed" in capsys.readouterr().err
+
+
+def test_secrets_are_removed_when_the_unit_does_not_take_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pipe = tmp_path / "hand-over"
+    make_pipe(pipe)  # nobody waits on it
+    secret = "never-left-behind"
+    line = json.dumps({"variables": {}, "secrets": {"TEXERA_LAKE_CU_CREDENTIAL": secret}})
+    assert run_command(monkeypatch, pipe, ["take", "--wait", "0.1"], line.encode() + b"\n") == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hand-over"]
+    assert secret not in capsys.readouterr().err

@@ -146,6 +146,9 @@ def test_the_launcher_may_do_exactly_what_it_does_in_the_units_namespace() -> No
     assert role["metadata"]["namespace"] == UNITS
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods", "secrets", "services"], "verbs": LAUNCHER_VERBS},
+        # The warm pool's hand-over: a relabel, and an exec of texera-lake-cu-hand-over.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
         {
             "apiGroups": ["networking.k8s.io"],
             "resources": ["networkpolicies"],

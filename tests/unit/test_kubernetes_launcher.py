@@ -15,18 +15,20 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from kubernetes import client
 
 from service_runtime.config import ConfigError
-from tests.unit.kubernetes_fake import FakeKubernetesApi, Request, serve
+from tests.unit.kubernetes_fake import FakeKubernetesApi, Request
 from unit_launcher.base import UnitPhase, UnitSpec, UnitStatus
 from unit_launcher.kubernetes import KubernetesError, KubernetesLauncher
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.pod_manifests import build_unit, owned_by
 
 NAMESPACE = "units-under-test"
+SETTINGS = KubernetesLauncherSettings(namespace=NAMESPACE)
 CORE = f"/api/v1/namespaces/{NAMESPACE}"
 NETWORKING = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}"
 CREDENTIAL = "unit-credential-that-must-stay-in-its-secret"
@@ -38,32 +40,28 @@ SPEC = UnitSpec(
     settings={"TEXERA_LAKE_REGISTRY_TARGET": "registry.texera-lake.svc:50051"},
     secrets={"TEXERA_LAKE_CU_CREDENTIAL": CREDENTIAL},
 )
-SETTINGS = KubernetesLauncherSettings(namespace=NAMESPACE)
 ADDRESS = f"unit-cu-7.{NAMESPACE}.svc:50052"
+
+
+def list_pods(selector: str) -> Request:
+    return Request("GET", f"{CORE}/pods?{urlencode({'labelSelector': selector})}")
+
+
+#: A unit's Pods are found by its label (a pooled Pod keeps its name when handed over).
+LIST_PODS = list_pods(f"{SETTINGS.label_prefix}/unit=cu-7")
+#: What stopping cu-7 deletes once its Pod was found.
 DELETES = [
     Request("DELETE", f"{CORE}/pods/unit-cu-7"),
     Request("DELETE", f"{CORE}/secrets/unit-cu-7"),
     Request("DELETE", f"{CORE}/services/unit-cu-7"),
     Request("DELETE", f"{NETWORKING}/networkpolicies/unit-cu-7"),
 ]
-READ_POD = Request("GET", f"{CORE}/pods/unit-cu-7")
 
 
 @dataclass
 class Cluster:
     api: FakeKubernetesApi
     launcher: KubernetesLauncher
-
-
-@pytest.fixture
-def api() -> FakeKubernetesApi:
-    return FakeKubernetesApi(grace_reads=1)
-
-
-@pytest.fixture
-def url(api: FakeKubernetesApi) -> Iterator[str]:
-    with serve(api) as url:
-        yield url
 
 
 @pytest.fixture
@@ -95,7 +93,7 @@ async def test_launch_creates_the_pod_then_what_it_owns(cluster: Cluster) -> Non
     status = await cluster.launcher.launch(SPEC)
 
     assert status == UnitStatus(UnitPhase.PENDING, address=ADDRESS)
-    assert cluster.api.take_requests() == _creates(_pod_uid(cluster.api))
+    assert cluster.api.take_requests() == [LIST_PODS, *_creates(_pod_uid(cluster.api))]
     secret = cluster.api.objects[(NAMESPACE, "secrets", "unit-cu-7")]
     assert base64.b64decode(secret["data"]["TEXERA_LAKE_CU_CREDENTIAL"]).decode() == CREDENTIAL
     pod = cluster.api.objects[(NAMESPACE, "pods", "unit-cu-7")]
@@ -158,7 +156,7 @@ async def test_status_follows_the_pod_through_its_phases(cluster: Cluster) -> No
     )
     assert (await cluster.launcher.status("cu-7")).phase is UnitPhase.STOPPED
 
-    assert cluster.api.take_requests() == [READ_POD] * 5
+    assert cluster.api.take_requests() == [LIST_PODS] * 5
 
 
 async def test_stop_deletes_everything_and_stopping_twice_is_a_no_op(cluster: Cluster) -> None:
@@ -166,7 +164,7 @@ async def test_stop_deletes_everything_and_stopping_twice_is_a_no_op(cluster: Cl
     cluster.api.take_requests()
 
     await cluster.launcher.stop("cu-7")
-    assert cluster.api.take_requests() == DELETES
+    assert cluster.api.take_requests() == [LIST_PODS, *DELETES]
     # The Pod terminates gracefully: it is still there, being deleted, then gone.
     assert await cluster.launcher.status("cu-7") == UnitStatus(
         UnitPhase.STOPPED, message="the unit's Pod is being deleted"
@@ -175,8 +173,8 @@ async def test_stop_deletes_everything_and_stopping_twice_is_a_no_op(cluster: Cl
     assert cluster.api.names(NAMESPACE) == set()
 
     cluster.api.take_requests()
-    await cluster.launcher.stop("cu-7")  # every delete answers 404: nothing to do
-    assert cluster.api.take_requests() == DELETES
+    await cluster.launcher.stop("cu-7")  # no Pod, and every delete answers 404: nothing to do
+    assert cluster.api.take_requests() == [LIST_PODS, *DELETES[1:]]
 
 
 async def test_status_of_an_unknown_unit_is_stopped(cluster: Cluster) -> None:
@@ -193,10 +191,13 @@ async def test_launch_replaces_a_unit_running_under_the_same_id(cluster: Cluster
     assert status == UnitStatus(UnitPhase.PENDING, address=ADDRESS)
     second_uid = _pod_uid(cluster.api)
     assert second_uid != first_uid
-    conflict, *rest = cluster.api.take_requests()
-    assert conflict == _creates(first_uid)[0]  # 409: the Pod exists
-    # Delete everything, wait for the terminating Pod to be gone, create anew.
-    assert rest == [*DELETES, READ_POD, READ_POD, *_creates(second_uid)]
+    # The unit's Pod is there: delete everything, wait for the terminating Pod to be gone,
+    # create anew.
+    assert cluster.api.take_requests() == [
+        *[LIST_PODS, LIST_PODS, *DELETES],
+        *[LIST_PODS, LIST_PODS],
+        *_creates(second_uid),
+    ]
     owner = cluster.api.objects[(NAMESPACE, "secrets", "unit-cu-7")]["metadata"]
     assert owner["ownerReferences"][0]["uid"] == second_uid
 
@@ -212,7 +213,7 @@ async def test_a_failed_create_leaves_nothing_behind(cluster: Cluster) -> None:
         f"Kubernetes answered 500 Internal Server Error to create Service in namespace {NAMESPACE}"
     )
     requests = cluster.api.take_requests()
-    assert requests == [*_creates(_uid_of(requests[1]))[:3], *DELETES]
+    assert requests == [LIST_PODS, *_creates(_uid_of(requests[2]))[:3], LIST_PODS, *DELETES]
     assert cluster.api.names(NAMESPACE) == set()
 
 
@@ -271,7 +272,7 @@ async def test_from_settings_outside_a_cluster_uses_the_kubeconfig_named(
     assert await launcher.status("cu-7") == UnitStatus(UnitPhase.STOPPED)
     await launcher.close()
 
-    assert api.take_requests() == [READ_POD]
+    assert api.take_requests() == [LIST_PODS]
     assert api.authorizations == ["Bearer a-bearer-token"]
 
 

@@ -151,3 +151,29 @@ async def test_a_pooled_unit_that_never_warms_up_is_replaced() -> None:
     assert stuck in launcher.stopped
     [replacement] = launcher.pooled
     assert replacement != stuck
+
+
+class SurvivingLauncher(RecordingLauncher):
+    """Pooled units that outlive the registry (Pods): a new pool finds them."""
+
+    async def pooled_units(self) -> list[tuple[str, SizeClass]]:
+        return [
+            (pool_id, SizeClass(spec.cores, spec.memory_mib))
+            for pool_id, spec in self.pooled.items()
+        ]
+
+
+async def test_a_new_pool_keeps_the_units_it_finds_of_its_classes_and_stops_the_rest() -> None:
+    launcher = SurvivingLauncher()
+    before = UnitPool(launcher, {}, [SMALL, LARGE], size=2)
+    await filled(before, launcher)
+    assert len(launcher.pooled) == 4
+
+    after = UnitPool(launcher, {}, [SMALL], size=1)  # the registry restarted, smaller
+    assert await after.refill() == 0  # one SMALL kept, nothing to start
+
+    assert after.counts() == {SMALL: (1, 1)}
+    assert len(launcher.stopped) == 3
+    kept = after.take(1, 1024)
+    assert kept in launcher.pooled
+    assert launcher.pooled[kept].memory_mib == 1024

@@ -8,7 +8,9 @@ of refill (a background job) replaces pooled units whose process ended (or that 
 up in time), notes which are warm, and starts what is missing, one unit warming at a time: warming a JVM takes a core,
 and the users' executions need the others.
 
-The pool lives in this registry's memory: the process launcher's units are its children.
+The pool's list lives in this registry's memory. The process launcher's pooled units are its
+children and end with it; pooled Pods outlive it, and the next registry's first round adopts
+those of its size classes (and stops the others).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class UnitPool:
         #: replaced: a stuck one would keep the pool from refilling).
         self._started: dict[str, float] = {}
         self._warm_timeout = warm_timeout_seconds
+        self._adopted = False
 
     def take(self, cores: int, memory_mib: int) -> str | None:
         """A pooled unit of this size, no longer the pool's: a ready one if there is one,
@@ -71,6 +74,8 @@ class UnitPool:
     async def refill(self) -> int:
         """One round: pooled units that ended are replaced, warm ones noted, and a missing
         one started if none is warming; how many units it started."""
+        if not self._adopted:
+            await self._adopt()
         for units in self._units.values():
             await self._check(units)
         warming = any(
@@ -106,6 +111,18 @@ class UnitPool:
             ):
                 self._ready.add(pool_id)
                 log.info("pooled unit ready", extra={"pool_id": pool_id})
+
+    async def _adopt(self) -> None:
+        for pool_id, size_class in await self._launcher.pooled_units():
+            units = self._units.get(size_class)
+            if units is None or len(units) >= self._size:
+                await self._launcher.stop(pool_id)
+                log.info("a pooled unit found was not needed; stopped", extra={"pool_id": pool_id})
+            elif pool_id not in units:
+                units.append(pool_id)
+                self._started[pool_id] = time.monotonic()
+                log.info("a pooled unit found is kept", extra={"pool_id": pool_id})
+        self._adopted = True
 
     def _forget(self, units: list[str], pool_id: str) -> None:
         units.remove(pool_id)
