@@ -1,6 +1,7 @@
 # One image for the four services of the mesh; the container's command picks the service
 # (texera-lake-gateway, texera-lake-warehouse-service, texera-lake-cu-service,
-# texera-lake-result-service). The embedded stack and the test tools are not installed.
+# texera-lake-result-service; a pooled unit's Pod also runs texera-lake-cu-hand-over, by exec).
+# The embedded stack and the test tools are not installed.
 FROM python:3.11.11-slim-bookworm
 
 # PySpark needs a Java runtime (computing units).
