@@ -6,15 +6,26 @@ import importlib
 from pathlib import Path
 
 from unit_launcher.base import LAUNCHERS, Launcher
+from unit_launcher.cpu_groups import CpuGroups
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.process import ProcessLauncher
 
 
-def launcher_named(name: str, *, root: Path, host: str, advertised_host: str = "") -> Launcher:
-    """``process``: local process trees with their folders under root; ``kubernetes``: a Pod
-    per unit, configured by its own settings (imported only when chosen)."""
+def launcher_named(
+    name: str,
+    *,
+    root: Path,
+    host: str,
+    advertised_host: str = "",
+    cpu_groups: CpuGroups | None = None,
+) -> Launcher:
+    """``process``: local process trees with their folders under root (each in its cgroup of
+    cpu_groups, if given); ``kubernetes``: a Pod per unit, configured by its own settings
+    (imported only when chosen)."""
     if name == "process":
-        return ProcessLauncher(root, host=host, advertised_host=advertised_host)
+        return ProcessLauncher(
+            root, host=host, advertised_host=advertised_host, cpu_groups=cpu_groups
+        )
     if name == "kubernetes":
         kubernetes = importlib.import_module("unit_launcher.kubernetes")
         settings = KubernetesLauncherSettings.from_env()

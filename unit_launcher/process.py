@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
 from service_runtime.processes import ManagedProcess, ensure_system_user, remove_system_user
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
+from unit_launcher.cpu_groups import CpuGroups
 from unit_launcher.hand_over import (
     HAND_OVER_SETTING,
     HandOverFailed,
@@ -50,6 +52,9 @@ _INHERITED = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ")
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
+log = logging.getLogger("unit_launcher.process")
+
+
 def unit_user(unit_id: str) -> str:
     """The system user a unit runs as (at most 32 characters, as useradd wants)."""
     return "tlu-" + hashlib.sha256(unit_id.encode()).hexdigest()[:16]
@@ -63,6 +68,8 @@ class _Running:
     user: str | None
     #: A pooled unit's pipe, until it is handed over (see unit_launcher.hand_over).
     pipe: Path | None = None
+    #: The unit's cgroup (named by the id it was started under), if it has one.
+    group: str | None = None
 
 
 class ProcessLauncher(Launcher):
@@ -75,8 +82,10 @@ class ProcessLauncher(Launcher):
         host: str = "127.0.0.1",
         advertised_host: str = "",
         hand_over_seconds: float = 60.0,
+        cpu_groups: CpuGroups | None = None,
     ) -> None:
         self._root = root
+        self._cpu_groups = cpu_groups
         self._host = host
         self._advertised_host = advertised_host or host
         self._hand_over_seconds = hand_over_seconds
@@ -161,6 +170,15 @@ class ProcessLauncher(Launcher):
         (self.log_dir / f"{spec.unit_id}.pid").write_text(f"{process.pid}\n")
         running = _Running(process, "", home, user)
         self._units[spec.unit_id] = running
+        if self._cpu_groups is not None:
+            try:
+                self._cpu_groups.place(spec.unit_id, spec.cores, process.pid)
+                running.group = spec.unit_id
+            except OSError as exc:
+                log.warning(
+                    "a unit runs outside a cgroup of its own",
+                    extra={"unit_id": spec.unit_id, "why": exc.strerror},
+                )
         return running
 
     def _user_of(self, unit_id: str) -> str | None:
@@ -254,6 +272,8 @@ class ProcessLauncher(Launcher):
         await asyncio.to_thread(running.process.stop)
         (self.log_dir / f"{unit_id}.pid").unlink(missing_ok=True)
         await asyncio.to_thread(shutil.rmtree, running.home, True)
+        if running.group is not None and self._cpu_groups is not None:
+            await asyncio.to_thread(self._cpu_groups.remove, running.group)
         if running.user is not None:  # its home is gone: the next launch makes the user anew
             await asyncio.to_thread(remove_system_user, running.user)
 

@@ -15,6 +15,7 @@ from service_runtime.server import ServiceBinding, ServiceProcess, run_service
 from service_runtime.tls.caller_rules import REGISTRY_RULES, caller_rules
 from service_runtime.tls.peers import CallCheck
 from service_runtime.tls.server_credentials import CertificateFiles
+from unit_launcher.cpu_groups import cpu_groups_for
 from unit_launcher.factory import launcher_named
 from warehouse_service import platform_warehouse, wiring
 from warehouse_service.api.computing_units import ComputingUnitServicer
@@ -270,6 +271,11 @@ def unit_supervisor(
         root=settings.unit_folder,
         host=settings.host,
         advertised_host=settings.unit_advertised_host,
+        cpu_groups=(
+            cpu_groups_for(settings.unit_cpu_groups, settings.variable_of("unit_cpu_groups"))
+            if settings.unit_launcher == "process"
+            else None
+        ),
     )
     launch_settings = {
         **unit_settings(os.environ),

@@ -17,6 +17,7 @@ from service_runtime.config import (
 )
 from service_runtime.endpoint_guard import parse_allowed
 from unit_launcher.base import LAUNCHERS
+from unit_launcher.cpu_groups import MODES as CPU_GROUP_MODES
 from unit_launcher.size_class import SizeClass
 from warehouse_service.catalog import delete_profile
 from warehouse_service.catalog_modes import CatalogMode
@@ -328,6 +329,15 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "texera-lake-units in the system's temporary folder.",
         scoped=True,
     )
+    unit_cpu_groups: str = setting(
+        "UNIT_CPU_GROUPS",
+        "auto",
+        "Whether the process launcher runs each unit in a cgroup of its own, weighted by its "
+        "cores, so that busy units share the CPU by size and leave the others and the mesh "
+        "theirs: auto (when run as root and a cgroup cpu controller can be managed), on "
+        "(refuse to start without) or off.",
+        scoped=True,
+    )
     unit_advertised_host: str = setting(
         "UNIT_ADVERTISED_HOST",
         "",
@@ -443,6 +453,10 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER must be one of {', '.join(LAUNCHERS)}"
             )
         self._validate_pool()
+        if self.unit_cpu_groups not in CPU_GROUP_MODES:
+            raise ConfigError(
+                f"{self.variable_of('unit_cpu_groups')} must be one of {', '.join(CPU_GROUP_MODES)}"
+            )
         if self.unit_idle_seconds <= 0 or self.unit_start_timeout_seconds <= 0:
             raise ConfigError(
                 "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import grpc
 import psutil
@@ -26,6 +27,7 @@ from texera.lake.v1 import (
     execution_pb2,
     workflow_pb2,
 )
+from unit_launcher.cpu_groups import UNITS_GROUP, CpuGroups
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +73,44 @@ def test_the_default_unit_is_made_on_first_use_and_stops_when_idle(units_stack: 
     assert state_name(ann.executions.finish(again.execution_id)) == "SUCCEEDED"
     assert ann.unit(default.computing_unit_id).state == cus.COMPUTING_UNIT_STATE_RUNNING
     assert len(ann.listed()) == 1
+
+
+def own_cpu_group(pid: int) -> str:
+    """The cgroup of pid in the hierarchy with the cpu controller, as the kernel tells."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    by_controllers = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines}
+    v1 = [path for controllers, path in by_controllers.items() if "cpu" in controllers.split(",")]
+    return v1[0] if v1 else by_controllers[""]
+
+
+def test_a_unit_runs_in_a_cpu_cgroup_of_its_own_weighted_by_its_cores(units_stack: Stack) -> None:
+    """The stack runs as root here (as the isolation tests need): every process of a unit (its
+    driver, its JVM) is in the unit's cgroup, weighted by its two cores; the group goes when
+    the unit does."""
+    if os.geteuid() != 0:
+        pytest.skip("units run in cgroups of their own when the registry runs as root")
+    groups = CpuGroups.find()
+    cy = person(units_stack, "cy")
+    unit = cy.create_unit("two cores", cores=2)
+    handle = units_stack.unit_for(cy.user_id, unit.computing_unit_id)
+    processes = [psutil.Process(handle.pid), *psutil.Process(handle.pid).children(recursive=True)]
+    assert any(process.name() == "java" for process in processes)
+    for process in processes:
+        assert own_cpu_group(process.pid).endswith(f"/{UNITS_GROUP}/{unit.computing_unit_id}")
+    weight = {"cpu.shares": "2048", "cpu.weight": "200"}
+    group = groups.base / unit.computing_unit_id
+    assert any(
+        (group / name).exists() and (group / name).read_text().strip() == value
+        for name, value in weight.items()
+    )
+    # The mesh's own services are not in any unit's group.
+    assert UNITS_GROUP not in own_cpu_group(os.getpid())
+
+    cy.delete(unit.computing_unit_id, force=True)
+    deadline = time.monotonic() + 120
+    while group.exists():
+        assert time.monotonic() < deadline, "the unit's cgroup outlived it"
+        time.sleep(0.5)
 
 
 def test_a_unit_is_used_only_by_its_owner_and_whom_it_is_shared_with(units_stack: Stack) -> None:

@@ -1,0 +1,153 @@
+"""Each locally run unit's share of the machine's CPU: a control group of its own.
+
+The kernel divides busy cores between threads; a unit whose JVM keeps every task thread busy
+(a large write) would take the machine from units running one small task each, and from the
+mesh's services, however few cores it asked for. In a cgroup per unit, weighted by its cores,
+the busy unit gets its share and the others keep theirs, as Pods do by their CPU requests. A
+unit's process is moved into its group as soon as it is started: long before it starts anything
+(its interpreter is still loading), so everything it starts is in the group too. The group is
+removed when the unit stops. The groups live under ``texera-lake-units`` in the
+registry's own cgroup; the mesh's services stay where they are.
+
+Both cgroup versions: v2 (``cpu.weight``, 100 per core) where the cpu controller can be given
+to the registry's subtree, else v1's cpu hierarchy (``cpu.shares``, 1024 per core). Needs
+root (or a delegated subtree).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from service_runtime.config import ConfigError
+
+log = logging.getLogger("unit_launcher.cpu_groups")
+
+#: The folder of the units' groups in the registry's cgroup.
+UNITS_GROUP = "texera-lake-units"
+#: Modes of TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS.
+MODES = ("auto", "on", "off")
+_MOUNTS = Path("/proc/self/mountinfo")
+_OWN_GROUPS = Path("/proc/self/cgroup")
+
+
+class CpuGroupsUnavailable(Exception):
+    """No cgroup cpu controller this process may manage; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class _Version:
+    #: The file that sets a group's weight, and the weight of one core.
+    weight_file: str
+    per_core: int
+
+
+_V2 = _Version("cpu.weight", 100)
+_V1 = _Version("cpu.shares", 1024)
+
+
+class CpuGroups:
+    """The units' cgroups under one folder."""
+
+    def __init__(self, base: Path, version: _Version) -> None:
+        self.base = base
+        self._version = version
+
+    @classmethod
+    def find(cls) -> CpuGroups:
+        """The units' folder in this process's cgroup, made now; CpuGroupsUnavailable if none
+        can be managed. (Registries on one machine share it; a unit's group is named by its
+        id, and a group a stopped registry left is empty and costs nothing.)"""
+        problems = []
+        for finder in (_v2_base, _v1_base):
+            try:
+                base, version = finder()
+                base.mkdir(exist_ok=True)
+                if version is _V2:
+                    _write(base / "cgroup.subtree_control", "+cpu")
+                (base / "cgroup.procs").stat()
+            except (OSError, CpuGroupsUnavailable) as exc:
+                problems.append(str(exc))
+                continue
+            return cls(base, version)
+        raise CpuGroupsUnavailable("; ".join(problems))
+
+    def place(self, unit_id: str, cores: int, pid: int) -> None:
+        """Puts the process pid in the unit's group, made now and weighted by cores."""
+        group = self.base / unit_id
+        group.mkdir(exist_ok=True)
+        _write(group / self._version.weight_file, str(cores * self._version.per_core))
+        _write(group / "cgroup.procs", str(pid))
+
+    def remove(self, unit_id: str) -> None:
+        """Removes the unit's group once its processes are gone (they may take a moment to
+        leave it after they were killed)."""
+        group = self.base / unit_id
+        for _ in range(50):
+            try:
+                group.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # EBUSY: a process is still in it
+                time.sleep(0.02)
+        log.warning("a unit's cgroup is still busy; left", extra={"unit_id": unit_id})
+
+
+def _write(path: Path, value: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+        os.write(descriptor, value.encode())
+    finally:
+        os.close(descriptor)
+
+
+def _own_group(controller: str) -> str:
+    """This process's cgroup path in the hierarchy of controller ("" for v2's)."""
+    for line in _OWN_GROUPS.read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    raise CpuGroupsUnavailable(f"this process is in no {controller or 'v2'} cgroup")
+
+
+def _mount_of(fstype: str, option: str) -> Path:
+    """Where the cgroup file system of fstype (with option among its super options) is."""
+    for line in _MOUNTS.read_text().splitlines():
+        fields, _, tail = line.partition(" - ")
+        kind, _, options = tail.split(" ")[:3]
+        if kind == fstype and (not option or option in options.split(",")):
+            return Path(fields.split(" ")[4])
+    raise CpuGroupsUnavailable(f"no {fstype} file system with {option or 'its controllers'}")
+
+
+def _v2_base() -> tuple[Path, _Version]:
+    mount = _mount_of("cgroup2", "")
+    own = mount / _own_group("").lstrip("/")
+    if "cpu" not in (own / "cgroup.controllers").read_text().split():
+        raise CpuGroupsUnavailable("the cgroup v2 cpu controller is not given to this cgroup")
+    _write(own / "cgroup.subtree_control", "+cpu")  # EBUSY if this cgroup holds processes
+    return own / UNITS_GROUP, _V2
+
+
+def _v1_base() -> tuple[Path, _Version]:
+    mount = _mount_of("cgroup", "cpu")
+    return mount / _own_group("cpu").lstrip("/") / UNITS_GROUP, _V1
+
+
+def cpu_groups_for(mode: str, setting: str) -> CpuGroups | None:
+    """The units' cgroups as mode asks: "off" none; "auto" where this process may manage a
+    cpu controller (run as root), else none, said once in the log; "on" or ConfigError
+    naming setting."""
+    if mode == "off" or (mode == "auto" and os.geteuid() != 0):
+        return None
+    try:
+        return CpuGroups.find()
+    except CpuGroupsUnavailable as exc:
+        if mode == "on":
+            raise ConfigError(f"{setting} is on, but no cgroup can be made: {exc}") from None
+        log.info("units share the CPU without cgroups of their own", extra={"why": str(exc)})
+        return None
