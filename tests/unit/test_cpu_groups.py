@@ -48,7 +48,7 @@ def test_the_modes(tables: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -
     mounts, own = tables
     mounts.write_text("")
     own.write_text("")
-    monkeypatch.setattr(cpu_groups.os, "geteuid", lambda: 0)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
     assert cpu_groups_for("off", "SETTING") is None
     assert cpu_groups_for("auto", "SETTING") is None  # said in the log, not an error
     with pytest.raises(ConfigError, match=r"^SETTING is on, but no cgroup can be made"):
