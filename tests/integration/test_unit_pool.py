@@ -1,7 +1,8 @@
 """The warm pool of computing units, on a stack of its own that keeps two: a pooled unit is
 handed to a new user and runs their execution, the pool refills, a pooled unit that
-crashes is replaced, and two users asking at once get different units. (Pool size 0,
-as every other test's stack has it, behaves as before: units start when asked for.)"""
+crashes is replaced, two users asking at once get different units, and a unit stopped when
+idle takes a pooled one when it is needed again. (Pool size 0, as every other test's stack
+has it, behaves as before: units start when asked for.)"""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from unit_launcher.process import unit_user
 pytestmark = pytest.mark.integration
 
 POOL_SIZE = 2
+IDLE_SECONDS = 30
 SMALL = workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}])
 
 
@@ -36,6 +38,7 @@ def pool_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         **TEST_STACK_ENV,
         "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE": str(POOL_SIZE),
         "TEXERA_LAKE_CU_WARM_UP_JOBS": "3",  # pooled units warm up before they wait
+        "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS": str(IDLE_SECONDS),
     }
     with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
@@ -118,3 +121,17 @@ def test_two_users_asking_at_once_get_different_pooled_units(pool_stack: Stack) 
     assert ran_on[0] != ran_on[1]
     pids = {pool_stack.unit_for(someone.user_id).pid for someone in (cat, dan)}
     assert pids == set(units.values())
+
+
+def test_a_unit_stopped_when_idle_takes_a_pooled_one_when_needed_again(pool_stack: Stack) -> None:
+    eve = person(pool_stack, "eve")
+    unit_id = run_small(eve)
+    first = pool_stack.unit_for(eve.user_id).pid
+    deadline = time.monotonic() + IDLE_SECONDS + 120
+    while psutil.pid_exists(first) and psutil.Process(first).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the idle unit's process did not end"
+        time.sleep(1)
+
+    before = full_pool(pool_stack)
+    assert run_small(eve) == unit_id  # the same unit, started again
+    assert pool_stack.unit_for(eve.user_id).pid in before.values()
