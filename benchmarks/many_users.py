@@ -29,8 +29,14 @@ Both parts in one run:
      declare: if it does not declare the pool's, or does not start with it, the part with the
      pool is skipped, saying so.
 
+A failed execution (one that does not succeed or gives other rows, or a call that fails) does
+not stop the run: it is counted by kind (small workflows, large writes, new users' first
+executions, part 1's first submissions among them), left out of the figures, and the run goes
+on after a pause of PAUSE_AFTER_FAILURE; the end of the output gives the count of each kind
+with its first error, and a run with failures exits with status 1.
+
 The services run without the gateway's rate limit and record no spans, as by default. Part 1
-runs with the pool off, so that its units are its users' and its writer's. Nothing is
+runs with the pool off, so that its units are its users' and its writer's. Nothing else is
 asserted. --quick runs a small version end to end (QUICK; flags given with it win).
 
 Run: .venv/bin/python -m benchmarks.many_users [--users N] [--seconds S] [--large-rows N]
@@ -43,15 +49,22 @@ import argparse
 import contextlib
 import itertools
 import statistics
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
+from functools import partial
+from typing import TypeVar
 
+import grpc
 import psutil
 
 from benchmarks.shared import (
     UNLIMITED,
     UNTRACED,
+    ExecutionFailed,
     Lake,
     Sampler,
     lake,
@@ -72,6 +85,7 @@ SERVICE_ENV = {**UNLIMITED, **UNTRACED}
 #: How many users' first submissions (each starts a unit) run at once before the window.
 STARTING_AT_ONCE = 2
 GIB = 1024**3
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,63 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(users=2, seconds=20.0, large_rows=200_000, new_users=1)
+
+
+# -- failures ----------------------------------------------------------------------------
+
+#: The kinds of execution a failure is counted for: the users' small workflows (part 1), the
+#: large writes (part 1), and new users' first executions (part 1's and part 2's).
+SMALL, LARGE, NEW_USER = "small workflow", "large write", "new user's first"
+KINDS = (SMALL, LARGE, NEW_USER)
+#: How an execution fails here: it does not succeed (or gives other rows), or a call fails.
+FAILED = (ExecutionFailed, grpc.RpcError)
+#: The pause after a failure before the next try, so that a stack that refuses every call at
+#: once is not asked again and again in a busy loop.
+PAUSE_AFTER_FAILURE = 1.0
+
+
+def _message(error: BaseException) -> str:
+    """The error in one line: a call's status and details, or what the execution said."""
+    code, details = getattr(error, "code", None), getattr(error, "details", None)
+    if isinstance(error, grpc.RpcError) and callable(code) and callable(details):
+        return f"{code().name}: {details()}"
+    return str(error)
+
+
+class Failures:
+    """Failed executions by kind, counted from any thread, with the first error of each kind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, str] = {}
+
+    def attempt(self, kind: str, action: Callable[[], T]) -> T | None:
+        """What action returns; None if it failed, which is counted (and paused after; the
+        first failure of each kind is printed as it happens)."""
+        try:
+            return action()
+        except FAILED as exc:
+            with self._lock:
+                self.counts[kind] += 1
+                first = kind not in self.first
+                self.first.setdefault(kind, _message(exc))
+            if first:
+                print(f"   a {kind} execution failed (counted): {_message(exc)}", flush=True)
+            time.sleep(PAUSE_AFTER_FAILURE)
+            return None
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def report(self) -> None:
+        if not self.total():
+            print("failed executions: none")
+            return
+        print(f"FAILED EXECUTIONS: {self.total()}; the figures above leave them out")
+        for kind in KINDS:
+            if self.counts[kind]:
+                print(f"   {kind}: {self.counts[kind]}, the first: {self.first[kind]}")
 
 
 # -- memory ------------------------------------------------------------------------------
@@ -149,23 +220,33 @@ def client_of(stack: Stack, user: Submitter) -> Client:
     return Client(stack, user.warehouse_id, user.metadata)
 
 
-def small_until(client: Client, deadline: float) -> list[float]:
-    """The seconds of each small workflow client runs, one after another, until deadline."""
+def small_until(client: Client, deadline: float, failures: Failures) -> list[float]:
+    """The seconds of each small workflow client runs, one after another, until deadline;
+    those that fail are counted in failures."""
     times = []
     while time.monotonic() < deadline:
-        times.append(seconds(client.run, KEPT_ROWS))
+        elapsed = failures.attempt(SMALL, lambda: seconds(client.run, KEPT_ROWS))
+        if elapsed is not None:
+            times.append(elapsed)
     return times
 
 
-def write_until(measured: Lake, rows: int, deadline: float) -> list[float]:
-    """The seconds of each result of rows rows that USER writes, one after another, until
-    deadline."""
+def large_write(measured: Lake, rows: int) -> float:
+    """The seconds of one result of rows rows that USER writes."""
+    elapsed, final = run_execution(measured.stack, measured.warehouse.warehouse_id, plan(rows))
+    if final.outputs[0].row_count != rows:
+        raise ExecutionFailed(f"the large write gave {final.outputs[0].row_count} rows")
+    return elapsed
+
+
+def write_until(measured: Lake, rows: int, deadline: float, failures: Failures) -> list[float]:
+    """The seconds of each large write, one after another, until deadline; those that fail
+    are counted in failures."""
     times = []
     while time.monotonic() < deadline:
-        elapsed, final = run_execution(measured.stack, measured.warehouse.warehouse_id, plan(rows))
-        if final.outputs[0].row_count != rows:
-            raise SystemExit(f"the large write gave {final.outputs[0].row_count} rows")
-        times.append(elapsed)
+        elapsed = failures.attempt(LARGE, lambda: large_write(measured, rows))
+        if elapsed is not None:
+            times.append(elapsed)
     return times
 
 
@@ -186,7 +267,6 @@ class ManyUsers:
     memory: MemorySampler
 
     def report(self) -> None:
-        p50, p95 = statistics.median(self.small), percentile(self.small, 0.95)
         print(
             f"1. many users: {self.users} users for {self.span:.0f} s, while one more user "
             f"writes {self.large_rows:,} rows again and again"
@@ -195,10 +275,14 @@ class ManyUsers:
             f"   units started in {self.units_started:.0f} s ({STARTING_AT_ONCE} at once), "
             f"then the stack went quiet within {self.settled:.0f} s"
         )
-        print(
-            f"   small workflow, submit -> first page: {len(self.small)} runs, "
-            f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
-        )
+        if self.small:
+            p50, p95 = statistics.median(self.small), percentile(self.small, 0.95)
+            print(
+                f"   small workflow, submit -> first page: {len(self.small)} runs, "
+                f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
+            )
+        else:
+            print("   small workflow: no run succeeded")
         print(f"   executions per minute, all users: {len(self.small) * 60 / self.span:.0f}")
         if self.writes:
             median = statistics.median(self.writes)
@@ -222,27 +306,29 @@ class ManyUsers:
         )
 
 
-def start_units(measured: Lake, users: list[Submitter]) -> float:
+def start_units(measured: Lake, users: list[Submitter], failures: Failures) -> float:
     """Each user's and the writer's first submission, which makes and starts their unit,
-    STARTING_AT_ONCE at a time; the seconds they took together."""
+    STARTING_AT_ONCE at a time; the seconds they took together. Those that fail are counted in
+    failures (a user whose unit did not start then starts it with their first small workflow)."""
     started = time.perf_counter()
     stack, warehouse_id = measured.stack, measured.warehouse.warehouse_id
+    firsts: list[Callable[[], object]] = [
+        lambda: run_execution(stack, warehouse_id, plan(1000)),
+        *(user.run for user in users),
+    ]
     with ThreadPoolExecutor(STARTING_AT_ONCE) as pool:
-        writer = pool.submit(run_execution, stack, warehouse_id, plan(1000))
-        for first in [pool.submit(user.run) for user in users]:
-            first.result()
-        writer.result()
+        list(pool.map(lambda first: failures.attempt(NEW_USER, first), firsts))
     return time.perf_counter() - started
 
 
-def many_users(sizes: Sizes) -> ManyUsers:
+def many_users(sizes: Sizes, failures: Failures) -> ManyUsers:
     used_before = psutil.virtual_memory().used
     with lake({**SERVICE_ENV, POOL_SETTING: "0"}) as measured:
         stack = measured.stack
         gateway = stack.channel("gateway", presenting=None)
         users = [Submitter(stack, gateway) for _ in range(sizes.users)]
         print(f"1. starting {sizes.users + 1} units ...", flush=True)
-        units_started = start_units(measured, users)
+        units_started = start_units(measured, users, failures)
         waited = settled()
         clients = [client_of(stack, user) for user in users]
         print(f"   the window: {sizes.seconds:.0f} s ...", flush=True)
@@ -252,8 +338,8 @@ def many_users(sizes: Sizes) -> ManyUsers:
         ):
             opened = time.monotonic()
             deadline = opened + sizes.seconds
-            writes = pool.submit(write_until, measured, sizes.large_rows, deadline)
-            loops = [pool.submit(small_until, client, deadline) for client in clients]
+            writes = pool.submit(write_until, measured, sizes.large_rows, deadline, failures)
+            loops = [pool.submit(small_until, client, deadline, failures) for client in clients]
             small = [elapsed for loop in loops for elapsed in loop.result()]
             span = time.monotonic() - opened
             written = writes.result()
@@ -294,15 +380,18 @@ def wait_for_pool(stack: Stack, size: int, longest: float) -> tuple[float, int]:
     return time.monotonic() - started, ready
 
 
-def first_results(stack: Stack, count: int) -> list[float]:
+def first_results(stack: Stack, count: int, failures: Failures) -> list[float]:
     """Seconds from each of count new users' first submit call to their first page, one
-    user after another, each once the stack is quiet."""
+    user after another, each once the stack is quiet; those that fail are counted in
+    failures."""
     gateway = stack.channel("gateway", presenting=None)
     times = []
     for _ in range(count):
         client = client_of(stack, Submitter(stack, gateway))
         settled()
-        times.append(seconds(client.run, KEPT_ROWS))
+        elapsed = failures.attempt(NEW_USER, partial(seconds, client.run, KEPT_ROWS))
+        if elapsed is not None:
+            times.append(elapsed)
     return times
 
 
@@ -335,9 +424,10 @@ class NewUsers:
         times_line(label, self.pooled.times)
         waited, ready = self.pooled.waited, self.pooled.ready
         print(f"   (after {waited:.0f} s, pooled units ready: {ready} of {self.pool_size})")
-        p50 = statistics.median(self.pooled.times) / statistics.median(self.without_pool)
-        p95 = percentile(self.pooled.times, 0.95) / percentile(self.without_pool, 0.95)
-        print(f"   with pool / without: p50 {p50:.2f}, p95 {p95:.2f}")
+        if self.pooled.times and self.without_pool:
+            p50 = statistics.median(self.pooled.times) / statistics.median(self.without_pool)
+            p95 = percentile(self.pooled.times, 0.95) / percentile(self.without_pool, 0.95)
+            print(f"   with pool / without: p50 {p50:.2f}, p95 {p95:.2f}")
         if ready == 0 < self.pool_size:
             print(
                 "   no pooled unit was ready: these users waited for new units, as without a pool"
@@ -345,11 +435,14 @@ class NewUsers:
 
 
 def times_line(label: str, times: list[float]) -> None:
+    if not times:
+        print(f"   {label:<12} no first result succeeded")
+        return
     p50, p95 = statistics.median(times), percentile(times, 0.95)
     print(f"   {label:<12} users: {len(times)}, p50 {p50:6.2f} s, p95 {p95:6.2f} s")
 
 
-def with_pool(pool_size: int, count: int, longest: float) -> PoolRun | str:
+def with_pool(pool_size: int, count: int, longest: float, failures: Failures) -> PoolRun | str:
     """count new users' first results on a stack keeping pool_size warm units, once the pool
     is filled (or longest seconds have passed); or why they could not be measured."""
     if pool_size and not registry_declares(POOL_SETTING):
@@ -360,15 +453,15 @@ def with_pool(pool_size: int, count: int, longest: float) -> PoolRun | str:
         except ProcessFailed as exc:
             return f"the stack did not start with {POOL_SETTING}={pool_size}: {exc}"
         waited, ready = wait_for_pool(measured.stack, pool_size, longest)
-        return PoolRun(first_results(measured.stack, count), waited, ready)
+        return PoolRun(first_results(measured.stack, count, failures), waited, ready)
 
 
-def new_users(count: int, pool_size: int, longest: float) -> NewUsers:
+def new_users(count: int, pool_size: int, longest: float, failures: Failures) -> NewUsers:
     print(f"2. new users: {count} with no pool ...", flush=True)
     with lake({**SERVICE_ENV, POOL_SETTING: "0"}) as measured:
-        without = first_results(measured.stack, count)
+        without = first_results(measured.stack, count, failures)
     print(f"   new users: {count} with a pool of {pool_size} ...", flush=True)
-    pooled = with_pool(pool_size, count, longest)
+    pooled = with_pool(pool_size, count, longest, failures)
     if isinstance(pooled, str):
         print(f"   skipped: {pooled}", flush=True)
         return NewUsers(without, pool_size, None, pooled)
@@ -402,11 +495,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = sizes_of(args)
-    crowd = many_users(sizes)
-    arrivals = new_users(sizes.new_users, args.pool_size, args.pool_warm_seconds)
+    failures = Failures()
+    crowd = many_users(sizes, failures)
+    arrivals = new_users(sizes.new_users, args.pool_size, args.pool_warm_seconds, failures)
     print()
     crowd.report()
     arrivals.report()
+    failures.report()
+    if failures.total():
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,12 @@ UNLIMITED = {
 UNTRACED = {"TEXERA_LAKE_TRACE_CONSOLE": "false"}
 
 
+class ExecutionFailed(SystemExit):
+    """An execution did not succeed, or gave other rows than it should have. Uncaught, it ends
+    the benchmark with its message, as SystemExit does; a benchmark that goes on after
+    failures catches it."""
+
+
 def metadata(stack: Stack, part: str) -> tuple[tuple[str, str]]:
     """What the benchmark's user presents when calling part directly."""
     return (bearer(stack.token_for(part, USER)),)
@@ -139,7 +145,7 @@ def run_execution(
     elapsed = time.perf_counter() - started
     assert final is not None
     if final.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
-        raise SystemExit(f"the execution did not succeed: {final.error}")
+        raise ExecutionFailed(f"the execution did not succeed: {final.error}")
     return elapsed, final
 
 

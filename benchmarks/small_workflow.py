@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pyspark.sql import SparkSession
 
-from benchmarks.shared import UNLIMITED, lake, metadata, range_then, settled
+from benchmarks.shared import UNLIMITED, ExecutionFailed, lake, metadata, range_then, settled
 from benchmarks.traces import spans_of, tree_lines
 from cu_service.spark import start_spark
 from embedded_stack.stack import Stack
@@ -79,7 +79,7 @@ class Client:
         for event in self._executions.WatchExecution(watch, metadata=calls, timeout=120):
             final = event.execution
         if final.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
-            raise SystemExit(f"the execution did not succeed: {final.error}")
+            raise ExecutionFailed(f"the execution did not succeed: {final.error}")
         page = self._results.ReadResultPage(
             result_service_pb2.ReadResultPageRequest(
                 execution_id=final.execution_id, operator_id="even", page_size=100
@@ -99,7 +99,7 @@ def seconds(action: Callable[[], int], expected: int) -> float:
     got = action()
     elapsed = time.perf_counter() - started
     if got != expected:
-        raise SystemExit(f"expected {expected} rows, got {got}")
+        raise ExecutionFailed(f"expected {expected} rows, got {got}")
     return elapsed
 
 

@@ -17,6 +17,7 @@ import uuid
 
 import grpc
 
+from benchmarks.shared import ExecutionFailed
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from embedded_stack.warehouse_request import create_warehouse_request
@@ -75,7 +76,7 @@ class Submitter:
                 running = time.perf_counter() - started
             execution = event.execution
         if execution.state != execution_pb2.EXECUTION_STATE_SUCCEEDED:
-            raise SystemExit(f"the execution did not succeed: {execution.error}")
+            raise ExecutionFailed(f"the execution did not succeed: {execution.error}")
         done = time.perf_counter() - started
         return running if running is not None else done, done
 

@@ -1,13 +1,18 @@
 """The one adapter to PySpark's private API: the JVM side of a session and of a DataFrame (their
-py4j objects, for Catalyst's plans and registries) and the DDL type parser; checked against
+py4j objects, for Catalyst's plans and registries), the DDL type parser and jobs that collect
+some partitions of a DataFrame's rows; checked against
 PYSPARK_VERSION (a unit test fails when the installed version moves, so these are looked at
 again)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from py4j.java_gateway import JavaClass
+from pyspark.core.rdd import _load_from_socket  # type: ignore[attr-defined]
+from pyspark.serializers import BatchedSerializer, CPickleSerializer
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import DataType, _parse_datatype_string
 
 #: The PySpark release these helpers were checked against.
@@ -31,6 +36,32 @@ def jvm(session: SparkSession) -> Any:
     return gateway
 
 
+def java_class(session: SparkSession, name: str) -> Any:
+    """The JVM class of that full name (py4j's view of it: its constructor and static methods),
+    named at once. Looking it up through the JVM's view (``jvm(session).org.apache...``) asks
+    the JVM about every part of the name in turn, and for each part that is not a class it
+    searches the whole class path: about 0.5 ms of CPU a lookup."""
+    return JavaClass(name, jvm(session)._gateway_client)
+
+
 def session_state(session: SparkSession) -> Any:
     """The JVM session's SessionState: its registries of functions and its SQL parser."""
     return session._jsparkSession.sessionState()
+
+
+def pickled_rows(frame: DataFrame) -> Any:
+    """The JVM's RDD of a DataFrame's rows as the driver's Python reads them (pickled by the
+    JVM), a py4j JavaRDD: what DataFrame.rdd wraps."""
+    return frame._jdf.javaToPython()
+
+
+def collect_partitions(frame: DataFrame, rows: Any, partitions: Sequence[int]) -> list[Row]:
+    """The rows of some partitions of rows (pickled_rows of frame), collected by one Spark job.
+    Unlike SparkContext.runJob, which maps each partition with a Python function first, the job
+    runs no Python of its own beyond what computing the rows does."""
+    session = frame.sparkSession
+    python_rdd = java_class(session, "org.apache.spark.api.python.PythonRDD")
+    served = python_rdd.runJob(session.sparkContext._jsc.sc(), rows, list(partitions))
+    serializer = BatchedSerializer(CPickleSerializer())  # type: ignore[no-untyped-call]
+    with _load_from_socket(served, serializer) as stream:
+        return list(stream)

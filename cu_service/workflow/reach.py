@@ -90,6 +90,9 @@ class Reach:
         self._jvm = pyspark_private.jvm(session)
         self._session = session
         self._parser = pyspark_private.session_state(session).sqlParser()
+        self._create_array = pyspark_private.java_class(
+            session, "org.apache.spark.sql.catalyst.expressions.CreateArray"
+        )
 
     def seal_functions(self) -> None:
         """Removes the forbidden functions from Spark's built-in registries (which every
@@ -154,8 +157,7 @@ class Reach:
     def _expressions_json(self, node: Any) -> Any:
         """Every expression of a plan node as Catalyst's JSON, in one call: the expressions
         become the children of one array expression (nested lists of expressions included)."""
-        array = self._jvm.org.apache.spark.sql.catalyst.expressions.CreateArray
-        return json.loads(array(node.expressions(), False).toJSON())
+        return json.loads(self._create_array(node.expressions(), False).toJSON())
 
 
 @contextlib.contextmanager

@@ -26,8 +26,9 @@ from opentelemetry import trace
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import TableAlreadyExistsError
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 
+from cu_service import pyspark_private
 from cu_service.execution_credentials import ExecutionCredentials
 from cu_service.table_access import TableAccess
 from cu_service.writer.commit import CommitMark, FreshTable, PreparedCommit, append_files
@@ -69,23 +70,20 @@ class WrittenOutput:
     commits: int = 0
 
 
-def _file_bytes(rows: Iterable[Row]) -> list[bytes]:
-    return [bytes(row.file) for row in rows]
-
-
 class WriteJob:
     """A DataFrame's partitions, each given to write (a mapInArrow function yielding
     FILES_SCHEMA rows, one per file it wrote) in a Spark task; run() runs some of them as one
-    Spark job and returns what their tasks yielded."""
+    Spark job and returns what their tasks yielded. The rows come back to the driver as the
+    JVM pickled them: a task runs Python for write alone, in one Python worker."""
 
     def __init__(self, frame: DataFrame, write: Callable[[Iterator[pa.RecordBatch]], Any]) -> None:
-        self._rdd = frame.mapInArrow(write, FILES_SCHEMA).rdd
-        self._context = frame.sparkSession.sparkContext
-        self.partitions: int = self._rdd.getNumPartitions()
+        self._files = frame.mapInArrow(write, FILES_SCHEMA)
+        self._rows = pyspark_private.pickled_rows(self._files)
+        self.partitions: int = self._rows.getNumPartitions()
 
     def run(self, partitions: Iterable[int]) -> list[bytes]:
-        written: list[bytes] = self._context.runJob(self._rdd, _file_bytes, list(partitions))
-        return written
+        rows = pyspark_private.collect_partitions(self._files, self._rows, list(partitions))
+        return [bytes(row.file) for row in rows]
 
 
 class OutputWriter:

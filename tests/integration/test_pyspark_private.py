@@ -54,3 +54,22 @@ def test_the_session_shows_its_jvm_and_state(spark: SparkSession) -> None:
         "abs", option("builtin"), option("system")
     )
     assert state.functionRegistry().functionExists(abs_function)
+
+
+def test_a_class_is_named_at_once(spark: SparkSession) -> None:
+    create_array = pyspark_private.java_class(
+        spark, "org.apache.spark.sql.catalyst.expressions.CreateArray"
+    )
+    one = pyspark_private.session_state(spark).sqlParser().parseExpression("1")
+    array = create_array(pyspark_private.jvm(spark).PythonUtils.toSeq([one]), False)
+    assert array.getClass().getName().endswith(".CreateArray")
+    assert json.loads(array.toJSON())[1]["class"].endswith(".Literal")
+
+
+def test_some_partitions_of_a_frame_are_collected(spark: SparkSession) -> None:
+    frame = spark.range(0, 12, 1, 4).selectExpr("id * 2 AS doubled")
+    rows = pyspark_private.pickled_rows(frame)
+    assert rows.getNumPartitions() == 4
+    collected = pyspark_private.collect_partitions(frame, rows, [1, 3])
+    assert [row.doubled for row in collected] == [6, 8, 10, 18, 20, 22]
+    assert pyspark_private.collect_partitions(frame, rows, []) == []

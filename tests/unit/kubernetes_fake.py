@@ -338,4 +338,3 @@ def serve(api: FakeKubernetesApi) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
-

@@ -40,7 +40,9 @@ def test_without_a_cpu_controller_nothing_is_found(tables: tuple[Path, Path]) ->
     mounts, own = tables
     mounts.write_text("32 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
     own.write_text("5:memory:/lake\n")
-    with pytest.raises(CpuGroupsUnavailable, match=r"no cgroup2 file system.*no cgroup file system with cpu"):
+    with pytest.raises(
+        CpuGroupsUnavailable, match=r"no cgroup2 file system.*no cgroup file system with cpu"
+    ):
         cpu_groups.CpuGroups.find()
 
 
