@@ -36,11 +36,15 @@ on after a pause of PAUSE_AFTER_FAILURE; the end of the output gives the count o
 with its first error, and a run with failures exits with status 1.
 
 The services run without the gateway's rate limit and record no spans, as by default. Part 1
-runs with the pool off, so that its units are its users' and its writer's. Nothing else is
+runs with the pool off, so that its units are its users' and its writer's; it runs twice, on
+a fresh stack each time: first with the units' cgroups off (TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS,
+unit_launcher.cpu_groups), then auto (each unit in a cgroup of its own where the registry may
+make them, as root), and prints the ratios of the second to the first (--cpu-groups runs one). Nothing else is
 asserted. --quick runs a small version end to end (QUICK; flags given with it win).
 
 Run: .venv/bin/python -m benchmarks.many_users [--users N] [--seconds S] [--large-rows N]
-     [--new-users N] [--pool-size N] [--pool-warm-seconds S] [--quick]
+     [--new-users N] [--pool-size N] [--pool-warm-seconds S] [--cpu-groups both|auto|off]
+     [--quick]
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ from unit_launcher.hand_over import READY_SUFFIX
 from warehouse_service.settings import WarehouseServiceSettings
 
 POOL_SETTING = "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE"
+CPU_GROUPS_SETTING = "TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS"
 #: What every stack here runs its services with: no rate limit, no spans.
 SERVICE_ENV = {**UNLIMITED, **UNTRACED}
 #: How many users' first submissions (each starts a unit) run at once before the window.
@@ -252,6 +257,8 @@ def write_until(measured: Lake, rows: int, deadline: float, failures: Failures) 
 
 @dataclass(frozen=True)
 class ManyUsers:
+    #: TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS of the run.
+    cpu_groups: str
     users: int
     #: Seconds: each small workflow, submit -> first page.
     small: list[float]
@@ -268,8 +275,9 @@ class ManyUsers:
 
     def report(self) -> None:
         print(
-            f"1. many users: {self.users} users for {self.span:.0f} s, while one more user "
-            f"writes {self.large_rows:,} rows again and again"
+            f"1. many users, units' cgroups {self.cpu_groups}: {self.users} users for "
+            f"{self.span:.0f} s, while one more user writes {self.large_rows:,} rows again "
+            "and again"
         )
         print(
             f"   units started in {self.units_started:.0f} s ({STARTING_AT_ONCE} at once), "
@@ -321,13 +329,14 @@ def start_units(measured: Lake, users: list[Submitter], failures: Failures) -> f
     return time.perf_counter() - started
 
 
-def many_users(sizes: Sizes, failures: Failures) -> ManyUsers:
+def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
     used_before = psutil.virtual_memory().used
-    with lake({**SERVICE_ENV, POOL_SETTING: "0"}) as measured:
+    environment = {**SERVICE_ENV, POOL_SETTING: "0", CPU_GROUPS_SETTING: cpu_groups}
+    with lake(environment) as measured:
         stack = measured.stack
         gateway = stack.channel("gateway", presenting=None)
         users = [Submitter(stack, gateway) for _ in range(sizes.users)]
-        print(f"1. starting {sizes.users + 1} units ...", flush=True)
+        print(f"1. units' cgroups {cpu_groups}: starting {sizes.users + 1} units ...", flush=True)
         units_started = start_units(measured, users, failures)
         waited = settled()
         clients = [client_of(stack, user) for user in users]
@@ -344,6 +353,7 @@ def many_users(sizes: Sizes, failures: Failures) -> ManyUsers:
             span = time.monotonic() - opened
             written = writes.result()
     return ManyUsers(
+        cpu_groups,
         sizes.users,
         small,
         span,
@@ -468,6 +478,28 @@ def new_users(count: int, pool_size: int, longest: float, failures: Failures) ->
     return NewUsers(without, pool_size, pooled)
 
 
+def cpu_group_modes(asked: str) -> list[str]:
+    """The modes part 1 runs in: a registry that does not declare the setting runs "auto"
+    alone (it would ignore "off")."""
+    if not registry_declares(CPU_GROUPS_SETTING):
+        print(f"the registry does not declare {CPU_GROUPS_SETTING}: part 1 runs once")
+        return ["auto"]
+    return ["off", "auto"] if asked == "both" else [asked]
+
+
+def compare_crowds(crowds: list[ManyUsers]) -> None:
+    """With cgroups against without, when both ran and each has small workflows."""
+    if len(crowds) != 2 or not all(crowd.small for crowd in crowds):
+        return
+    off, auto = (sorted(crowd.small) for crowd in crowds)
+    print(
+        "   cgroups auto / off: "
+        f"p50 {statistics.median(auto) / statistics.median(off):.2f}, "
+        f"p95 {percentile(auto, 0.95) / percentile(off, 0.95):.2f}, "
+        f"executions {len(auto) / len(off):.2f}"
+    )
+
+
 def sizes_of(args: argparse.Namespace) -> Sizes:
     """The sizes the flags give, on FULL's defaults or, with --quick, QUICK's."""
     chosen = QUICK if args.quick else FULL
@@ -493,13 +525,21 @@ def main() -> None:
         help=f"{QUICK.users} users, {QUICK.seconds:.0f} s, {QUICK.large_rows:,} rows, "
         f"{QUICK.new_users} new user",
     )
+    parser.add_argument(
+        "--cpu-groups",
+        choices=("both", "auto", "off"),
+        default="both",
+        help="part 1 with the units' cgroups off, then auto (both, the default), or one",
+    )
     args = parser.parse_args()
     sizes = sizes_of(args)
     failures = Failures()
-    crowd = many_users(sizes, failures)
+    crowds = [many_users(sizes, failures, mode) for mode in cpu_group_modes(args.cpu_groups)]
     arrivals = new_users(sizes.new_users, args.pool_size, args.pool_warm_seconds, failures)
     print()
-    crowd.report()
+    for crowd in crowds:
+        crowd.report()
+    compare_crowds(crowds)
     arrivals.report()
     failures.report()
     if failures.total():
