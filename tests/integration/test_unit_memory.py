@@ -1,5 +1,6 @@
 """A unit's Spark, as it starts it: its JVM gets the options that make an idle JVM give memory
-back, and the writer's Python stages share one worker daemon."""
+back, and the writer's Python stages share one worker daemon, whose Arrow memory comes from
+jemalloc as the driver's does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from cu_service import worker_daemon
+from cu_service import arrow_memory, worker_daemon
 from cu_service.warm_up import run_once
 from tests.integration.compile import local_spark
 
@@ -49,3 +50,4 @@ def test_the_jvm_gives_memory_back_and_the_writer_uses_one_daemon(spark: SparkSe
     assert "-XX:TrimNativeHeapInterval=30000" in command
     daemons = [child for child in jvm.children() if worker_daemon.__name__ in command_line(child)]
     assert len(daemons) == 1
+    assert daemons[0].environ().get(arrow_memory.VARIABLE) == arrow_memory.ALLOCATOR

@@ -1,13 +1,16 @@
 """What keeps an idle computing unit small: its driver JVM's options, which make it give memory
-back, and the modules its processes load, SQLAlchemy not among them."""
+back, Arrow's allocator in its Python processes, which gives freed memory back, and the modules
+its processes load, SQLAlchemy not among them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
+from cu_service import arrow_memory
 from cu_service.spark import HEAP_FREE_RATIOS, driver_java_options
 from cu_service.worker_daemon import PRELOADED
 from service_runtime.config import ConfigError
@@ -45,6 +48,32 @@ def test_the_release_time_is_checked(seconds: float) -> None:
     settings = ComputingUnitSettings(credential="c", spark_driver_release_seconds=seconds)
     with pytest.raises(ConfigError, match="TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS"):
         settings.validate()
+
+
+def arrow_allocator(environment: dict[str, str]) -> str:
+    """The allocator behind Arrow's default pool in a new process that imports the unit's
+    package, then pyarrow, in environment."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import cu_service, pyarrow\nprint(pyarrow.default_memory_pool().backend_name)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=environment,
+    ).stdout.strip()
+
+
+def test_a_units_processes_allocate_arrow_memory_with_jemalloc() -> None:
+    environment = {k: v for k, v in os.environ.items() if k != arrow_memory.VARIABLE}
+    assert arrow_allocator(environment) == arrow_memory.ALLOCATOR == "jemalloc"
+
+
+def test_an_operators_choice_of_arrow_allocator_wins() -> None:
+    assert arrow_allocator({**os.environ, arrow_memory.VARIABLE: "system"}) == "system"
 
 
 def test_a_units_driver_and_its_python_workers_do_not_load_sqlalchemy() -> None:
