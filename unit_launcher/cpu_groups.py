@@ -6,8 +6,10 @@ mesh's services, however few cores it asked for. In a cgroup per unit, weighted 
 the busy unit gets its share and the others keep theirs, as Pods do by their CPU requests. A
 unit's process is moved into its group as soon as it is started: long before it starts anything
 (its interpreter is still loading), so everything it starts is in the group too. The group is
-removed when the unit stops. The groups live under ``texera-lake-units`` in the
-registry's own cgroup; the mesh's services stay where they are.
+removed when the unit stops. The groups are made beside the registry, in its own cgroup
+(``texera-lake-unit-<unit id>``), so that a unit weighs as much as as many busy threads as it
+has cores, against the mesh's services and whatever else runs: a unit's unused share goes to
+everything else, not to the other units alone (as it would in a folder of the units' groups).
 
 Both cgroup versions: v2 (``cpu.weight``, 100 per core) where the cpu controller can be given
 to the registry's subtree, else v1's cpu hierarchy (``cpu.shares``, 1024 per core). Needs
@@ -26,8 +28,8 @@ from service_runtime.config import ConfigError
 
 log = logging.getLogger("unit_launcher.cpu_groups")
 
-#: The folder of the units' groups in the registry's cgroup.
-UNITS_GROUP = "texera-lake-units"
+#: A unit's group is named this, then the unit's id.
+GROUP_PREFIX = "texera-lake-unit-"
 #: Modes of TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS.
 MODES = ("auto", "on", "off")
 _MOUNTS = Path("/proc/self/mountinfo")
@@ -50,7 +52,7 @@ _V1 = _Version("cpu.shares", 1024)
 
 
 class CpuGroups:
-    """The units' cgroups under one folder."""
+    """The units' cgroups, beside the registry in its own cgroup."""
 
     def __init__(self, base: Path, version: _Version) -> None:
         self.base = base
@@ -58,16 +60,12 @@ class CpuGroups:
 
     @classmethod
     def find(cls) -> CpuGroups:
-        """The units' folder in this process's cgroup, made now; CpuGroupsUnavailable if none
-        can be managed. (Registries on one machine share it; a unit's group is named by its
-        id, and a group a stopped registry left is empty and costs nothing.)"""
+        """The units' groups' place: this process's own cgroup; CpuGroupsUnavailable if no
+        group can be made there."""
         problems = []
         for finder in (_v2_base, _v1_base):
             try:
                 base, version = finder()
-                base.mkdir(exist_ok=True)
-                if version is _V2:
-                    _write(base / "cgroup.subtree_control", "+cpu")
                 (base / "cgroup.procs").stat()
             except (OSError, CpuGroupsUnavailable) as exc:
                 problems.append(str(exc))
@@ -75,17 +73,20 @@ class CpuGroups:
             return cls(base, version)
         raise CpuGroupsUnavailable("; ".join(problems))
 
+    def group_of(self, unit_id: str) -> Path:
+        return self.base / f"{GROUP_PREFIX}{unit_id}"
+
     def place(self, unit_id: str, cores: int, pid: int) -> None:
         """Puts the process pid in the unit's group, made now and weighted by cores."""
-        group = self.base / unit_id
+        group = self.group_of(unit_id)
         group.mkdir(exist_ok=True)
-        _write(group / self._version.weight_file, str(cores * self._version.per_core))
+        _write(group / self._version.weight_file, str(max(1, cores) * self._version.per_core))
         _write(group / "cgroup.procs", str(pid))
 
     def remove(self, unit_id: str) -> None:
         """Removes the unit's group once its processes are gone (they may take a moment to
         leave it after they were killed)."""
-        group = self.base / unit_id
+        group = self.group_of(unit_id)
         for _ in range(50):
             try:
                 group.rmdir()
@@ -129,13 +130,14 @@ def _v2_base() -> tuple[Path, _Version]:
     own = mount / _own_group("").lstrip("/")
     if "cpu" not in (own / "cgroup.controllers").read_text().split():
         raise CpuGroupsUnavailable("the cgroup v2 cpu controller is not given to this cgroup")
-    _write(own / "cgroup.subtree_control", "+cpu")  # EBUSY if this cgroup holds processes
-    return own / UNITS_GROUP, _V2
+    # Refused (EBUSY) unless this cgroup is the root or holds no process itself.
+    _write(own / "cgroup.subtree_control", "+cpu")
+    return own, _V2
 
 
 def _v1_base() -> tuple[Path, _Version]:
     mount = _mount_of("cgroup", "cpu")
-    return mount / _own_group("cpu").lstrip("/") / UNITS_GROUP, _V1
+    return mount / _own_group("cpu").lstrip("/"), _V1
 
 
 def cpu_groups_for(mode: str, setting: str) -> CpuGroups | None:

@@ -9,7 +9,7 @@ import pytest
 
 from service_runtime.config import ConfigError
 from unit_launcher import cpu_groups
-from unit_launcher.cpu_groups import UNITS_GROUP, CpuGroupsUnavailable, cpu_groups_for
+from unit_launcher.cpu_groups import CpuGroupsUnavailable, cpu_groups_for
 
 V1_MOUNTS = (
     "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
@@ -32,7 +32,7 @@ def test_v1_units_go_under_the_registrys_own_cpu_group(tables: tuple[Path, Path]
     mounts.write_text(V1_MOUNTS)
     own.write_text(V1_OWN)
     base, version = cpu_groups._v1_base()
-    assert base == Path(f"/sys/fs/cgroup/cpu,cpuacct/system.slice/registry.service/{UNITS_GROUP}")
+    assert base == Path("/sys/fs/cgroup/cpu,cpuacct/system.slice/registry.service")
     assert (version.weight_file, version.per_core) == ("cpu.shares", 1024)
 
 
@@ -55,3 +55,20 @@ def test_the_modes(tables: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -
     assert cpu_groups_for("auto", "SETTING") is None  # said in the log, not an error
     with pytest.raises(ConfigError, match=r"^SETTING is on, but no cgroup can be made"):
         cpu_groups_for("on", "SETTING")
+
+
+def test_a_units_group_is_weighted_by_its_cores_beside_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: dict[Path, str] = {}
+    monkeypatch.setattr(cpu_groups, "_write", written.__setitem__)
+    groups = cpu_groups.CpuGroups(tmp_path, cpu_groups._V1)
+
+    groups.place("cu-a", 2, 101)
+    assert written == {
+        tmp_path / "texera-lake-unit-cu-a" / "cpu.shares": "2048",
+        tmp_path / "texera-lake-unit-cu-a" / "cgroup.procs": "101",
+    }
+    groups.remove("cu-a")
+    assert not groups.group_of("cu-a").exists()
+    groups.remove("cu-a")  # twice: nothing to do
