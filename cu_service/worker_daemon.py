@@ -26,6 +26,7 @@ import resource
 import sys
 from dataclasses import asdict, dataclass
 from importlib.machinery import PathFinder
+from pathlib import Path
 
 from cu_service.sandbox import Sandbox
 
@@ -96,8 +97,20 @@ def import_from_directories() -> None:
     directories = [entry for entry in sys.path if not entry.endswith(_ARCHIVES)]
     if all(PathFinder.find_spec(name, directories) for name in ("pyspark", "py4j")):
         sys.path[:] = directories
-        for entry in [e for e in sys.path_importer_cache if e not in directories]:
-            del sys.path_importer_cache[entry]  # the archives' importers, probed already
+        forget_archive_importers()
+
+
+def forget_archive_importers() -> None:
+    """Drops the cached importers of paths in Spark's archives (the archives' own, probed
+    already, and those of paths inside them that imports cache later, such as a package's
+    folder in Spark's core jar), which every task's invalidate_caches() would make read their
+    archive's directory again."""
+    for entry in [e for e in sys.path_importer_cache if _in_archive(e)]:
+        del sys.path_importer_cache[entry]
+
+
+def _in_archive(path: str) -> bool:
+    return any(part.endswith(_ARCHIVES) for part in Path(path).parts)
 
 
 def preload() -> None:
@@ -124,6 +137,7 @@ def main() -> None:
         sandbox = Sandbox.for_unit(unit_home, confinement.memory_bytes, confinement.processes)
         pyspark_daemon.run_workers_in(sandbox)
     preload()
+    forget_archive_importers()
     daemon.manager()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cu_service import arrow_memory
 from cu_service.spark import HEAP_FREE_RATIOS, driver_java_options
-from cu_service.worker_daemon import PRELOADED
+from cu_service.worker_daemon import PRELOADED, forget_archive_importers
 from service_runtime.config import ConfigError
 from unit_launcher.unit_settings import ComputingUnitSettings
 
@@ -91,3 +91,20 @@ def test_a_units_driver_and_its_python_workers_do_not_load_sqlalchemy() -> None:
         timeout=120,
     ).stdout
     assert loaded.strip() == "[]"
+
+
+def test_the_worker_daemon_forgets_importers_of_paths_in_sparks_archives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = {
+        "/opt/spark/python/lib/pyspark.zip": object(),
+        "/opt/spark/jars/spark-core_2.13-4.0.0.jar/pyspark": object(),
+        "/venv/lib/python3.11/site-packages": object(),
+        "/venv/lib/python3.11/site-packages/pyspark": object(),
+    }
+    monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
+    forget_archive_importers()
+    assert sorted(sys.path_importer_cache) == [
+        "/venv/lib/python3.11/site-packages",
+        "/venv/lib/python3.11/site-packages/pyspark",
+    ]
