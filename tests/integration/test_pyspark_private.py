@@ -4,7 +4,6 @@ on a real SparkSession: when PySpark moves, these say whether the adapter still 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from pyspark import __version__ as pyspark_version
@@ -12,16 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
 from cu_service import pyspark_private
-from tests.integration.compile import local_spark
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def test_the_adapter_was_checked_against_the_installed_pyspark() -> None:

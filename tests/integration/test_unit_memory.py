@@ -4,24 +4,14 @@ jemalloc as the driver's does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psutil
 import pytest
 from pyspark.sql import SparkSession
 
 from cu_service import arrow_memory, worker_daemon
 from cu_service.warm_up import run_once
-from tests.integration.compile import local_spark
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def command_line(process: psutil.Process) -> list[str]:

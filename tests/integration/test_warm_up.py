@@ -15,7 +15,6 @@ from cu_service.warm_up import WarmUp
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from tests.conftest import TEST_STACK_ENV
-from tests.integration.compile import local_spark
 from tests.integration.executions import filtered_numbers, new_user
 from tests.integration.mesh import eventually
 from texera.lake.v1 import execution_pb2
@@ -23,13 +22,6 @@ from texera.lake.v1 import execution_pb2
 pytestmark = pytest.mark.integration
 
 QUIET = 0.2
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 class Activity:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from cu_service.workflow.file_roots import EXAMPLES, FileRoots, OutsideRoots
 from lake_cli.executions import load_workflow
-from tests.integration.compile import compile_flow, local_spark, refusal, rows
+from tests.integration.compile import compile_flow, refusal, rows
 
 pytestmark = pytest.mark.integration
 
@@ -27,13 +26,6 @@ SOURCE: dict[str, Any] = {
     },
 }
 OTHER: dict[str, Any] = {"operator_id": "other", "range_source": {"end": 3}}
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = local_spark()
-    yield session
-    session.stop()
 
 
 def sql(query: str, inputs: tuple[str, ...] = ("src",)) -> list[dict[str, Any]]:
