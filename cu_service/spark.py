@@ -162,9 +162,9 @@ def start_spark(
         .config("spark.python.daemon.module", worker_daemon.__name__)
         .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", encoded)  # a cluster's
         # Spark keeps a daemon per distinct worker environment, and adds this variable to that
-        # of SQL's Python functions only: set for all, the writer's two Python stages (its
-        # mapInArrow and the RDD that collects the files' list) share one daemon, which holds
-        # some 110 MiB of preloaded modules.
+        # of SQL's Python functions only: set for all, every Python function of the unit (SQL's,
+        # the writer's mapInArrow, the workflow's own) shares one daemon, which holds some
+        # 110 MiB of preloaded modules.
         .config(f"spark.executorEnv.{SIMPLIFIED_TRACEBACK}", "1")
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.

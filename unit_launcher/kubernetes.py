@@ -144,8 +144,7 @@ class KubernetesLauncher(Launcher):
         await self._create_replacing(spec.unit_id, UnitManifests(pod=pod, dependents=()))
 
     async def pooled_ready(self, pool_id: str) -> bool:
-        pod = await self._pooled_pod(pool_id)
-        if pod is None or pod_status(pod, "").phase is not UnitPhase.RUNNING:
+        if await self._pooled_pod(pool_id) is None:
             return False
         try:
             return await self._exec(pool_id, ["ready"], None, READY_EXEC_SECONDS) == 0
@@ -155,7 +154,7 @@ class KubernetesLauncher(Launcher):
     async def hand_over(self, pool_id: str, spec: UnitSpec) -> UnitStatus:
         check_spec(spec)
         pod = await self._pooled_pod(pool_id)
-        if pod is None or pod_status(pod, "").phase is not UnitPhase.RUNNING:
+        if pod is None:
             raise HandOverFailed(f"no running pooled unit {pool_id}")
         await self.stop(spec.unit_id)
         try:
@@ -207,11 +206,15 @@ class KubernetesLauncher(Launcher):
         await self.stop(pool_id)
 
     async def _pooled_pod(self, pool_id: str) -> dict[str, Any] | None:
-        """The pooled Pod, if it is there and not handed over yet."""
+        """The pooled Pod, if it runs and is not handed over yet."""
         pod = await self._call(
             "read Pod", self._read_pod, object_name(pool_id), self._settings.namespace
         )
-        if pod is None or pool_label(self._settings) not in (pod["metadata"].get("labels") or {}):
+        if (
+            pod is None
+            or pool_label(self._settings) not in (pod["metadata"].get("labels") or {})
+            or pod_status(pod, "").phase is not UnitPhase.RUNNING
+        ):
             return None
         return pod
 
