@@ -7,17 +7,20 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from pyspark.sql import SparkSession
 
 from catalog_map.backends import CatalogFactory
+from cu_service import pyspark_private
 from cu_service.execution_catalog import ExecutionCatalogs, gatekeeper_trust
+from cu_service.idle_python import IdlePython
 from cu_service.lease import HeartbeatThread, register
 from cu_service.manager import ExecutionManager
 from cu_service.pooled_start import start_pooled
 from cu_service.registry import RegistryClient, UnitCredential
 from cu_service.servicer import ExecutionServicer, UnitParts
-from cu_service.spark import start_spark, worker_confinement
+from cu_service.spark import jobs_running, start_spark, worker_confinement
 from cu_service.warm_up import WarmUp
 from cu_service.worker_daemon import Confinement
 from service_runtime.config import ConfigError
@@ -99,6 +102,14 @@ def build() -> ServiceProcess:
         warm_up.start()
         closers.append(warm_up.stop)
         background.append(asyncio.create_task(_every(1.0, manager.sample_progress)))
+        if settings.python_idle_seconds > 0:
+            idle = IdlePython(
+                manager.activity,
+                lambda: warm_up.running or jobs_running(spark),
+                partial(pyspark_private.stop_python_daemons, spark),
+                settings.python_idle_seconds,
+            )
+            background.append(asyncio.create_task(_every(1.0, idle.check)))
 
     async def stop() -> None:
         if parts.manager is not None:

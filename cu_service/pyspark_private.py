@@ -1,8 +1,8 @@
 """The one adapter to PySpark's private API: the JVM side of a session and of a DataFrame (their
-py4j objects, for Catalyst's plans and registries), the DDL type parser and jobs that collect
-some partitions of a DataFrame's rows; checked against
-PYSPARK_VERSION (a unit test fails when the installed version moves, so these are looked at
-again)."""
+py4j objects, for Catalyst's plans and registries), the DDL type parser, jobs that collect
+some partitions of a DataFrame's rows and the stopping of the Python worker daemons; checked
+against PYSPARK_VERSION (a unit test fails when the installed version moves, so these are
+looked at again)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,22 @@ def collect_partitions(frame: DataFrame, rows: Any, partitions: Sequence[int]) -
     serializer = BatchedSerializer(CPickleSerializer())  # type: ignore[no-untyped-call]
     with _load_from_socket(served, serializer) as stream:
         return list(stream)
+
+
+def stop_python_daemons(session: SparkSession) -> int:
+    """Stops each of this JVM's factories of Python workers (SparkEnv's private map of them):
+    it ends its idle workers, then its daemon, under the lock with which it hands workers out,
+    and starts a daemon again for the next Python task. Returns how many factories there were.
+    The field is read by name: py4j cannot look SparkEnv's methods up, since one of them names
+    a class that PySpark's jars do not have."""
+    gateway = jvm(session)
+    field = gateway.java.lang.Class.forName("org.apache.spark.SparkEnv").getDeclaredField(
+        "pythonWorkers"
+    )
+    field.setAccessible(True)
+    factories = field.get(session.sparkContext._jsc.sc().env()).values().iterator()
+    stopped = 0
+    while factories.hasNext():
+        factories.next().stop()
+        stopped += 1
+    return stopped

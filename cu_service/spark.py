@@ -110,6 +110,11 @@ def shuffle_partitions(spark: SparkSession) -> int:
     return 2 * spark.sparkContext.defaultParallelism
 
 
+def jobs_running(spark: SparkSession) -> bool:
+    """Spark has a job under way (an execution's, a warm-up's)."""
+    return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
+
+
 def driver_java_options(settings: ComputingUnitSettings) -> str:
     """The driver JVM's options: those that make an idle JVM give memory back (see
     TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS), then the unit's own, which may override them.

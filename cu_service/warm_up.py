@@ -130,6 +130,11 @@ class WarmUp:
         if self._jobs > 0:
             self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Jobs are still to run (or one is under way)."""
+        return self._thread.is_alive()
+
     def join(self) -> None:
         """Waits for every job to have run."""
         if self._thread.is_alive():

@@ -89,6 +89,16 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "defaults, under which an idle heap keeps the size work made it.",
         scoped=True,
     )
+    python_idle_seconds: float = setting(
+        "PYTHON_IDLE_SECONDS",
+        60.0,
+        "How long a unit with nothing to run (no execution running or queued, no submission, "
+        "no Spark job) keeps its Python worker daemon, which holds some 110 MiB of preloaded "
+        "modules, before ending it; the next Python task starts it again and waits a second "
+        "or so for it. A pooled unit keeps it until it is handed over. 0 keeps it for the "
+        "unit's life.",
+        scoped=True,
+    )
     capacity: int = setting(
         "CAPACITY", 2, "Executions run at once; more wait, queued in order.", scoped=True
     )
@@ -245,9 +255,9 @@ class ComputingUnitSettings(WarehouseClientSettings):
             raise ConfigError(f"{self.variable_of('commit_retry_seconds')} must be 0 or more")
         if self.warm_up_jobs < 0:
             raise ConfigError(f"{self.variable_of('warm_up_jobs')} must be 0 or more")
-        if not 0 <= self.spark_driver_release_seconds <= 86400:
-            name = self.variable_of("spark_driver_release_seconds")
-            raise ConfigError(f"{name} must be 0 to 86400 (a day)")
+        for name in ("spark_driver_release_seconds", "python_idle_seconds"):
+            if not 0 <= getattr(self, name) <= 86400:
+                raise ConfigError(f"{self.variable_of(name)} must be 0 to 86400 (a day)")
         if self.worker_memory_bytes < 256 * 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
         for name in (

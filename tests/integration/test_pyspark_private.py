@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import psutil
 import pytest
 from pyspark import __version__ as pyspark_version
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
-from cu_service import pyspark_private
+from cu_service import pyspark_private, worker_daemon
+from cu_service.warm_up import run_once
 
 pytestmark = pytest.mark.integration
 
@@ -64,3 +66,23 @@ def test_some_partitions_of_a_frame_are_collected(spark: SparkSession) -> None:
     collected = pyspark_private.collect_partitions(frame, rows, [1, 3])
     assert [row.doubled for row in collected] == [6, 8, 10, 18, 20, 22]
     assert pyspark_private.collect_partitions(frame, rows, []) == []
+
+
+def python_daemons() -> list[psutil.Process]:
+    """This process's JVM's Python worker daemons."""
+    [jvm] = [child for child in psutil.Process().children() if child.name() == "java"]
+    return [
+        child
+        for child in jvm.children()
+        if child.status() != psutil.STATUS_ZOMBIE and worker_daemon.__name__ in child.cmdline()
+    ]
+
+
+def test_the_python_daemons_stop_and_the_next_task_starts_one(spark: SparkSession) -> None:
+    run_once(spark)  # a Python stage: the daemon starts, its workers stay for the next task
+    [daemon] = python_daemons()
+    assert pyspark_private.stop_python_daemons(spark) == 1
+    daemon.wait(30)  # raises if it is still there
+    assert python_daemons() == []
+    run_once(spark)
+    assert len(python_daemons()) == 1

@@ -1,7 +1,8 @@
 """The warm pool of computing units, on a stack of its own that keeps two: a pooled unit is
 handed to a new user and runs their execution, the pool refills, a pooled unit that
-crashes is replaced, two users asking at once get different units, and a unit stopped when
-idle takes a pooled one when it is needed again. (Pool size 0, as every other test's stack
+crashes is replaced, two users asking at once get different units, a unit stopped when
+idle takes a pooled one when it is needed again, and a user's idle unit ends its Python
+worker daemon while pooled units keep theirs. (Pool size 0, as every other test's stack
 has it, behaves as before: units start when asked for.)"""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from cu_service import worker_daemon
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from service_runtime.execution_states import state_name
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 POOL_SIZE = 2
 IDLE_SECONDS = 30
+PYTHON_IDLE_SECONDS = 3
 SMALL = workflow([{"operator_id": "n", "range_source": {"end": 5}, "materialize": True}])
 
 
@@ -39,6 +42,7 @@ def pool_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "TEXERA_LAKE_WAREHOUSE_UNIT_POOL_SIZE": str(POOL_SIZE),
         "TEXERA_LAKE_CU_WARM_UP_JOBS": "3",  # pooled units warm up before they wait
         "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS": str(IDLE_SECONDS),
+        "TEXERA_LAKE_CU_PYTHON_IDLE_SECONDS": str(PYTHON_IDLE_SECONDS),
     }
     with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
@@ -69,6 +73,23 @@ def full_pool(stack: Stack, *, without: frozenset[str] = frozenset()) -> dict[st
             return units
         assert time.monotonic() < deadline, f"the pool holds {units}"
         time.sleep(0.5)
+
+
+def python_daemons(unit_pid: int) -> list[int]:
+    """The Python worker daemons in a unit's process tree (their parent is the JVM; the
+    workers they fork run the same command)."""
+    found = []
+    for process in psutil.Process(unit_pid).children(recursive=True):
+        try:
+            if (
+                process.status() != psutil.STATUS_ZOMBIE
+                and worker_daemon.__name__ in process.cmdline()
+                and psutil.Process(process.ppid()).name() == "java"
+            ):
+                found.append(process.pid)
+        except psutil.Error:  # ended meanwhile
+            continue
+    return found
 
 
 def run_small(someone: Person) -> str:
@@ -135,3 +156,23 @@ def test_a_unit_stopped_when_idle_takes_a_pooled_one_when_needed_again(pool_stac
     before = full_pool(pool_stack)
     assert run_small(eve) == unit_id  # the same unit, started again
     assert pool_stack.unit_for(eve.user_id).pid in before.values()
+
+
+def test_a_users_idle_unit_ends_its_python_daemon_and_pooled_units_keep_theirs(
+    pool_stack: Stack,
+) -> None:
+    full_pool(pool_stack)
+    fay = person(pool_stack, "fay")
+    unit_id = run_small(fay)
+    unit_pid = pool_stack.unit_for(fay.user_id).pid
+    deadline = time.monotonic() + PYTHON_IDLE_SECONDS + 60
+    while python_daemons(unit_pid):
+        assert time.monotonic() < deadline, "the idle unit kept its Python worker daemon"
+        time.sleep(0.5)
+
+    # Pooled units wait far longer than that, warmed up, daemon and all.
+    for pid in full_pool(pool_stack).values():
+        assert len(python_daemons(pid)) == 1
+    # The unit's next execution starts a daemon again.
+    assert run_small(fay) == unit_id
+    assert pool_stack.unit_for(fay.user_id).pid == unit_pid

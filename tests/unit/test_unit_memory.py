@@ -50,6 +50,13 @@ def test_the_release_time_is_checked(seconds: float) -> None:
         settings.validate()
 
 
+@pytest.mark.parametrize("seconds", [-1.0, 86401.0])
+def test_the_python_idle_time_is_checked(seconds: float) -> None:
+    settings = ComputingUnitSettings(credential="c", python_idle_seconds=seconds)
+    with pytest.raises(ConfigError, match="TEXERA_LAKE_CU_PYTHON_IDLE_SECONDS"):
+        settings.validate()
+
+
 def arrow_allocator(environment: dict[str, str]) -> str:
     """The allocator behind Arrow's default pool in a new process that imports the unit's
     package, then pyarrow, in environment."""
