@@ -53,6 +53,6 @@ class IdlePython:
         if self._busy():
             self._quiet_since = self._clock()
             return
+        self._released = True  # one try a quiet spell: a failing release is logged once
         stopped = self._release()
-        self._released = True
         log.info("idle: Python worker daemon ended", extra={"factories": stopped})

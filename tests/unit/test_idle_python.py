@@ -4,6 +4,8 @@ spell."""
 
 from __future__ import annotations
 
+import contextlib
+
 from cu_service.idle_python import IdlePython
 
 
@@ -77,3 +79,19 @@ def test_after_new_work_it_ends_again() -> None:
     unit.activity = (0, 0, 1)
     assert unit.at(62.0) == 1
     assert unit.at(122.0) == 2
+
+
+def test_a_release_that_fails_is_not_tried_again_until_new_work() -> None:
+    unit = Unit()
+    calls = []
+
+    def failing() -> int:
+        calls.append(unit.now)
+        raise RuntimeError("the JVM moved")
+
+    unit.idle = IdlePython(lambda: unit.activity, lambda: False, failing, 60.0, lambda: unit.now)
+    unit.at(0.0)
+    for now in (61.0, 62.0, 100.0):
+        with contextlib.suppress(RuntimeError):
+            unit.at(now)
+    assert calls == [61.0]
