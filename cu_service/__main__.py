@@ -20,7 +20,7 @@ from cu_service.manager import ExecutionManager
 from cu_service.pooled_start import start_pooled
 from cu_service.registry import RegistryClient, UnitCredential
 from cu_service.servicer import ExecutionServicer, UnitParts
-from cu_service.spark import jobs_running, start_spark, worker_confinement
+from cu_service.spark import is_local, jobs_running, start_spark, worker_confinement
 from cu_service.warm_up import WarmUp
 from cu_service.worker_daemon import Confinement
 from service_runtime.config import ConfigError
@@ -102,7 +102,8 @@ def build() -> ServiceProcess:
         warm_up.start()
         closers.append(warm_up.stop)
         background.append(asyncio.create_task(_every(1.0, manager.sample_progress)))
-        if settings.python_idle_seconds > 0:
+        # On a cluster the executors' daemons are the cluster's; in local mode they are ours.
+        if settings.python_idle_seconds > 0 and is_local(settings.spark_master):
             idle = IdlePython(
                 manager.activity,
                 lambda: warm_up.running or jobs_running(spark),

@@ -92,11 +92,11 @@ class ComputingUnitSettings(WarehouseClientSettings):
     python_idle_seconds: float = setting(
         "PYTHON_IDLE_SECONDS",
         60.0,
-        "How long a unit with nothing to run (no execution running or queued, no submission, "
-        "no Spark job) keeps its Python worker daemon, which holds some 110 MiB of preloaded "
-        "modules, before ending it; the next Python task starts it again and waits a second "
-        "or so for it. A pooled unit keeps it until it is handed over. 0 keeps it for the "
-        "unit's life.",
+        "How long a unit in Spark's local mode with nothing to run (no execution running or "
+        "queued, no submission, no Spark job) keeps its Python worker daemon, which holds some "
+        "110 MiB of preloaded modules, before ending it; the next Python task starts it again "
+        "and waits some 0.6 s for it. A pooled unit keeps it until it is handed over. 0 keeps "
+        "it for the unit's life.",
         scoped=True,
     )
     capacity: int = setting(
