@@ -5,11 +5,13 @@ Both parts in one run:
   1. many users: one stack, USERS users, each with a warehouse and a unit of their own (the
      user's default unit, made by their first submission; these first submissions run two
      at a time before the window opens, and the benchmark then waits for the stack to go
-     quiet). For SECONDS, every user submits the small workflow of benchmarks.small_workflow
-     (10 rows, range -> filter, materialized) again and again, each timed from the submit
-     call until ReadResultPage through the gateway has returned its first page; meanwhile one
-     more user (the benchmark's USER, with a unit of their own too) writes a result of
-     LARGE_ROWS rows (four columns) again and again, as long as the window lasts.
+     quiet; then every user runs the small workflow once, untimed, all at once, so that each
+     unit is in use when the window opens). For SECONDS, every user submits the small
+     workflow of benchmarks.small_workflow (10 rows, range -> filter, materialized) again
+     and again, each timed from the submit call until ReadResultPage through the gateway has
+     returned its first page; meanwhile one more user (the benchmark's USER, with a unit of
+     their own too) writes a result of LARGE_ROWS rows (four columns) again and again, as
+     long as the window lasts.
      Printed: p50 and p95 of the small workflows, executions per minute of all users
      together, the large writes; the machine's memory in use (psutil.virtual_memory().used,
      which counts whatever else runs on the machine) before the stack started, when the window
@@ -225,6 +227,16 @@ def client_of(stack: Stack, user: Submitter) -> Client:
     return Client(stack, user.warehouse_id, user.metadata)
 
 
+def one_lap(clients: list[Client], failures: Failures) -> None:
+    """Every user runs one small workflow, untimed, all at once: each unit is in use when the
+    window opens, as its users' units are while they work. (Starting the units takes longer
+    than TEXERA_LAKE_CU_PYTHON_IDLE_SECONDS, after which a unit ends its Python worker
+    daemon.)"""
+    with ThreadPoolExecutor(len(clients)) as pool:
+        for lap in [pool.submit(failures.attempt, SMALL, client.run) for client in clients]:
+            lap.result()
+
+
 def small_until(client: Client, deadline: float, failures: Failures) -> list[float]:
     """The seconds of each small workflow client runs, one after another, until deadline;
     those that fail are counted in failures."""
@@ -340,6 +352,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
         units_started = start_units(measured, users, failures)
         waited = settled()
         clients = [client_of(stack, user) for user in users]
+        one_lap(clients, failures)
         print(f"   the window: {sizes.seconds:.0f} s ...", flush=True)
         with (
             MemorySampler(stack.pid("warehouse-service")) as memory,
