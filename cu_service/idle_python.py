@@ -4,7 +4,7 @@ The daemon (cu_service.worker_daemon) holds the modules the unit preloads for it
 110 MiB. Once the unit has had no execution running or queued, no submission, no warm-up and
 no Spark job for TEXERA_LAKE_CU_PYTHON_IDLE_SECONDS, Spark's factory of Python workers is
 stopped (pyspark_private.stop_python_daemons): its idle workers end, then the daemon. The next
-Python task starts a daemon again and waits for it, a second or so. A pooled unit keeps its
+Python task starts a daemon again and waits for it, some 0.6 s. A pooled unit keeps its
 daemon until it is handed over: this runs from then on.
 
 Checked on the event loop, which is where submissions arrive: between the check and the stop
@@ -44,14 +44,14 @@ class IdlePython:
         self._released = False
 
     def check(self) -> None:
-        now = self._activity()
-        if now != self._seen or now[:2] != (0, 0):
-            self._seen, self._quiet_since, self._released = now, self._clock(), False
+        activity, now = self._activity(), self._clock()
+        if activity != self._seen or activity[:2] != (0, 0):
+            self._seen, self._quiet_since, self._released = activity, now, False
             return
-        if self._released or self._clock() - self._quiet_since < self._idle_seconds:
+        if self._released or now - self._quiet_since < self._idle_seconds:
             return
         if self._busy():
-            self._quiet_since = self._clock()
+            self._quiet_since = now
             return
         self._released = True  # one try a quiet spell: a failing release is logged once
         stopped = self._release()

@@ -73,10 +73,8 @@ def stop_python_daemons(session: SparkSession) -> int:
     and starts a daemon again for the next Python task. Returns how many factories there were.
     The field is read by name: py4j cannot look SparkEnv's methods up, since one of them names
     a class that PySpark's jars do not have."""
-    gateway = jvm(session)
-    field = gateway.java.lang.Class.forName("org.apache.spark.SparkEnv").getDeclaredField(
-        "pythonWorkers"
-    )
+    spark_env = java_class(session, "java.lang.Class").forName("org.apache.spark.SparkEnv")
+    field = spark_env.getDeclaredField("pythonWorkers")
     field.setAccessible(True)
     factories = field.get(session.sparkContext._jsc.sc().env()).values().iterator()
     stopped = 0
