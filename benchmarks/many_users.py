@@ -237,12 +237,14 @@ def one_lap(clients: list[Client], failures: Failures) -> None:
             lap.result()
 
 
-def small_until(client: Client, deadline: float, failures: Failures) -> list[float]:
-    """The seconds of each small workflow client runs, one after another, until deadline;
-    those that fail are counted in failures."""
+def until(
+    deadline: float, kind: str, timed: Callable[[], float], failures: Failures
+) -> list[float]:
+    """The seconds of each run of timed, one after another, until deadline; those that fail
+    are counted in failures as kind."""
     times = []
     while time.monotonic() < deadline:
-        elapsed = failures.attempt(SMALL, lambda: seconds(client.run, KEPT_ROWS))
+        elapsed = failures.attempt(kind, timed)
         if elapsed is not None:
             times.append(elapsed)
     return times
@@ -254,17 +256,6 @@ def large_write(measured: Lake, rows: int) -> float:
     if final.outputs[0].row_count != rows:
         raise ExecutionFailed(f"the large write gave {final.outputs[0].row_count} rows")
     return elapsed
-
-
-def write_until(measured: Lake, rows: int, deadline: float, failures: Failures) -> list[float]:
-    """The seconds of each large write, one after another, until deadline; those that fail
-    are counted in failures."""
-    times = []
-    while time.monotonic() < deadline:
-        elapsed = failures.attempt(LARGE, lambda: large_write(measured, rows))
-        if elapsed is not None:
-            times.append(elapsed)
-    return times
 
 
 @dataclass(frozen=True)
@@ -360,8 +351,14 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
         ):
             opened = time.monotonic()
             deadline = opened + sizes.seconds
-            writes = pool.submit(write_until, measured, sizes.large_rows, deadline, failures)
-            loops = [pool.submit(small_until, client, deadline, failures) for client in clients]
+            large = partial(large_write, measured, sizes.large_rows)
+            writes = pool.submit(until, deadline, LARGE, large, failures)
+            loops = [
+                pool.submit(
+                    until, deadline, SMALL, partial(seconds, client.run, KEPT_ROWS), failures
+                )
+                for client in clients
+            ]
             small = [elapsed for loop in loops for elapsed in loop.result()]
             span = time.monotonic() - opened
             written = writes.result()

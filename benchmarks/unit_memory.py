@@ -16,7 +16,6 @@ Run: .venv/bin/python -m benchmarks.unit_memory [--workflows N] [--idle SECONDS 
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from collections import Counter, defaultdict
 
@@ -43,21 +42,10 @@ def kind_of(process: psutil.Process, daemon_pids: set[int]) -> str:
     return "Python driver" if "cu_service" in command else "other"
 
 
-_MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$")
-
-
-def pss_by_mapping(pid: int) -> Counter[str]:
+def pss_by_mapping(process: psutil.Process) -> Counter[str]:
     """PSS in bytes of a process's mappings, by what they map: a file's path, or a bracketed
     name such as [anon] (memory of its own) or [heap]."""
-    by_mapping: Counter[str] = Counter()
-    name = "[anon]"
-    with open(f"/proc/{pid}/smaps") as smaps:
-        for line in smaps:
-            if header := _MAPPING.match(line):
-                name = header.group(1).strip() or "[anon]"
-            elif line.startswith("Pss:"):
-                by_mapping[name] += int(line.split()[1]) * 1024
-    return by_mapping
+    return Counter({mapping.path: mapping.pss for mapping in process.memory_maps(grouped=True)})
 
 
 def pss_by_kind(unit_pid: int) -> tuple[dict[str, Counter[str]], dict[str, int]]:
@@ -71,8 +59,8 @@ def pss_by_kind(unit_pid: int) -> tuple[dict[str, Counter[str]], dict[str, int]]
     for process in sorted([unit, *unit.children(recursive=True)], key=lambda p: p.create_time()):
         try:
             kind = kind_of(process, daemon_pids)
-            pss[kind].update(pss_by_mapping(process.pid))
-        except (psutil.NoSuchProcess, FileNotFoundError):  # a task's process that ended
+            pss[kind].update(pss_by_mapping(process))
+        except psutil.NoSuchProcess:  # a task's process that ended meanwhile
             continue
         count[kind] += 1
     return pss, count

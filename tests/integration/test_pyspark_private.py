@@ -11,8 +11,9 @@ from pyspark import __version__ as pyspark_version
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
-from cu_service import pyspark_private, worker_daemon
+from cu_service import pyspark_private
 from cu_service.warm_up import run_once
+from tests.integration.spark_processes import python_daemons, spark_jvms
 
 pytestmark = pytest.mark.integration
 
@@ -68,21 +69,12 @@ def test_some_partitions_of_a_frame_are_collected(spark: SparkSession) -> None:
     assert pyspark_private.collect_partitions(frame, rows, []) == []
 
 
-def python_daemons() -> list[psutil.Process]:
-    """This process's JVM's Python worker daemons."""
-    [jvm] = [child for child in psutil.Process().children() if child.name() == "java"]
-    return [
-        child
-        for child in jvm.children()
-        if child.status() != psutil.STATUS_ZOMBIE and worker_daemon.__name__ in child.cmdline()
-    ]
-
-
 def test_the_python_daemons_stop_and_the_next_task_starts_one(spark: SparkSession) -> None:
+    [jvm] = spark_jvms(psutil.Process())
     run_once(spark)  # a Python stage: the daemon starts, its workers stay for the next task
-    [daemon] = python_daemons()
+    [daemon] = python_daemons(jvm)
     assert pyspark_private.stop_python_daemons(spark) == 1
     daemon.wait(30)  # raises if it is still there
-    assert python_daemons() == []
+    assert python_daemons(jvm) == []
     run_once(spark)
-    assert len(python_daemons()) == 1
+    assert len(python_daemons(jvm)) == 1

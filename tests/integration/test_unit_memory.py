@@ -8,36 +8,19 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from cu_service import arrow_memory, worker_daemon
+from cu_service import arrow_memory
 from cu_service.warm_up import run_once
+from tests.integration.spark_processes import python_daemons, spark_jvms
 
 pytestmark = pytest.mark.integration
 
 
-def command_line(process: psutil.Process) -> list[str]:
-    """The process's command line; none for one that ended (a zombie child of an earlier
-    test in this process, or gone meanwhile)."""
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
-
-
-def spark_jvm() -> psutil.Process:
-    [jvm] = [
-        child
-        for child in psutil.Process().children()
-        if "org.apache.spark.deploy.SparkSubmit" in command_line(child)
-    ]
-    return jvm
-
-
 def test_the_jvm_gives_memory_back_and_the_writer_uses_one_daemon(spark: SparkSession) -> None:
     run_once(spark)  # a write job: its mapInArrow, and the RDD that gathers what it wrote
-    jvm = spark_jvm()
+    [jvm] = spark_jvms(psutil.Process())
     command = jvm.cmdline()
     assert "-XX:G1PeriodicGCInterval=30000" in command
     assert "-XX:TrimNativeHeapInterval=30000" in command
-    daemons = [child for child in jvm.children() if worker_daemon.__name__ in command_line(child)]
+    daemons = python_daemons(jvm)
     assert len(daemons) == 1
     assert daemons[0].environ().get(arrow_memory.VARIABLE) == arrow_memory.ALLOCATOR

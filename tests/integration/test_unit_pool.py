@@ -17,13 +17,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cu_service import worker_daemon
 from embedded_stack.settings import StackSettings
 from embedded_stack.stack import Stack
 from service_runtime.execution_states import state_name
 from tests.conftest import TEST_STACK_ENV
 from tests.integration.executions import workflow
 from tests.integration.people import Person, person
+from tests.integration.spark_processes import python_daemons, spark_jvms
 from unit_launcher.process import unit_user
 
 pytestmark = pytest.mark.integration
@@ -75,21 +75,10 @@ def full_pool(stack: Stack, *, without: frozenset[str] = frozenset()) -> dict[st
         time.sleep(0.5)
 
 
-def python_daemons(unit_pid: int) -> list[int]:
-    """The Python worker daemons in a unit's process tree (their parent is the JVM; the
-    workers they fork run the same command)."""
-    found = []
-    for process in psutil.Process(unit_pid).children(recursive=True):
-        try:
-            if (
-                process.status() != psutil.STATUS_ZOMBIE
-                and worker_daemon.__name__ in process.cmdline()
-                and psutil.Process(process.ppid()).name() == "java"
-            ):
-                found.append(process.pid)
-        except psutil.Error:  # ended meanwhile
-            continue
-    return found
+def unit_daemons(unit_pid: int) -> list[psutil.Process]:
+    """The Python worker daemons in a unit's process tree."""
+    jvms = spark_jvms(psutil.Process(unit_pid))
+    return [daemon for jvm in jvms for daemon in python_daemons(jvm)]
 
 
 def run_small(someone: Person) -> str:
@@ -166,13 +155,13 @@ def test_a_users_idle_unit_ends_its_python_daemon_and_pooled_units_keep_theirs(
     unit_id = run_small(fay)
     unit_pid = pool_stack.unit_for(fay.user_id).pid
     deadline = time.monotonic() + PYTHON_IDLE_SECONDS + 60
-    while python_daemons(unit_pid):
+    while unit_daemons(unit_pid):
         assert time.monotonic() < deadline, "the idle unit kept its Python worker daemon"
         time.sleep(0.5)
 
     # Pooled units wait far longer than that, warmed up, daemon and all.
     for pid in full_pool(pool_stack).values():
-        assert len(python_daemons(pid)) == 1
+        assert len(unit_daemons(pid)) == 1
     # The unit's next execution starts a daemon again.
     assert run_small(fay) == unit_id
     assert pool_stack.unit_for(fay.user_id).pid == unit_pid
