@@ -6,9 +6,10 @@ catalog's part is lake_tables.pyiceberg_sql. Checked against PYICEBERG_VERSION (
 fails when the installed version moves, so these are looked at again).
 
 SmallWritesFileIO is pyiceberg's Arrow FileIO with pyarrow's delayed open on S3, so a small
-file is one request instead of three, and (as StorageFileIO) S3 servers verified against the CA
-bundle of S3_CA_BUNDLE; catalogs get it through pyiceberg's `py-io-impl` property
-(FILE_IO_PROPERTIES).
+file is one request instead of three; whose output files know their length once written, so
+pyiceberg's length of a data file or manifest it has just written costs no HEAD request; and
+(as StorageFileIO) S3 servers verified against the CA bundle of S3_CA_BUNDLE. Catalogs get it
+through pyiceberg's `py-io-impl` property (FILE_IO_PROPERTIES).
 
 MetadataOnceTransaction is pyiceberg's Transaction, whose table_metadata (the table's metadata
 with the staged updates applied) is worked out once for each set of updates: pyiceberg works it
@@ -34,9 +35,10 @@ from pyarrow.fs import FileSystem
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import _StrictMetricsEvaluator
-from pyiceberg.io import PY_IO_IMPL, FileIO
+from pyiceberg.io import PY_IO_IMPL, FileIO, OutputStream
 from pyiceberg.io.pyarrow import (
     ONE_MEGABYTE,
+    PyArrowFile,
     PyArrowFileIO,
     _combine_positional_deletes,
     _get_column_projection_values,
@@ -89,6 +91,64 @@ class SmallWritesFileIO(StorageFileIO):
         rebuild, (options,) = made.__reduce__()
         rebuilt: FileSystem = rebuild({**options, "allow_delayed_open": True})
         return rebuilt
+
+    @override
+    def new_output(self, location: str) -> PyArrowFile:
+        made = super().new_output(location)
+        return SizedOutputFile(location, made._path, made._filesystem, made._buffer_size)
+
+
+class SizedOutputFile(PyArrowFile):
+    """PyArrowFile that remembers how many bytes were written through it: pyiceberg asks for
+    the length of each data file and manifest it has just written (its file_size_in_bytes,
+    manifest_length), which PyArrowFile answers with a HEAD request to the storage."""
+
+    _written: int | None = None
+
+    @override
+    def create(self, overwrite: bool = False) -> OutputStream:
+        self._written = None
+        stream = super().create(overwrite)
+        assert isinstance(stream, pa.NativeFile)  # pyarrow's, as PyArrowFile makes it
+        return _CountedStream(stream, self)
+
+    @override
+    def __len__(self) -> int:
+        return super().__len__() if self._written is None else self._written
+
+
+class _CountedStream:
+    """An output stream that, once closed, tells its file how long it is (the stream's position
+    then: written from the start, never sought)."""
+
+    def __init__(self, stream: pa.NativeFile, file: SizedOutputFile) -> None:
+        self._stream = stream
+        self._file = file
+
+    def write(self, data: bytes) -> int:
+        return int(self._stream.write(data))
+
+    def tell(self) -> int:
+        return int(self._stream.tell())
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._stream.closed)
+
+    def close(self) -> None:
+        if not self.closed:
+            length = self.tell()
+            self._stream.close()
+            self._file._written = length
+
+    def __enter__(self) -> _CountedStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class MetadataOnceTransaction(Transaction):

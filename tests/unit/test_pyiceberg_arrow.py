@@ -4,6 +4,7 @@ fails loudly once pyiceberg moves."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.io.fileformat import FileFormatFactory
 from pyiceberg.io.pyarrow import (
+    PyArrowFile,
     _ConvertToIcebergWithoutIDs,
     _to_requested_schema,
     pyarrow_to_schema,
@@ -121,6 +123,41 @@ def test_catalogs_given_the_properties_write_small_s3_files_in_one_request() -> 
     assert options["region"] == "eu-west-1"
     assert options["access_key"] == "AKIAEXAMPLE"
     assert options["endpoint_override"] == "http://127.0.0.1:9"
+
+
+def test_an_append_knows_its_files_lengths_without_asking_the_storage(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data file's and the manifest's lengths come from what was written (on S3, each
+    asked would be a HEAD request), and are their real lengths."""
+    catalog = SqlCatalog(
+        "t",
+        uri=f"sqlite:///{tmp_path}/c.db",
+        warehouse=f"file://{tmp_path}",
+        **FILE_IO_PROPERTIES,
+    )
+    catalog.create_namespace("n")
+    rows = pa.table({"id": pa.array(range(1000), pa.int64())})
+    table = catalog.create_table("n.t", schema=rows.schema)
+    asked: list[str] = []
+    looked_up = PyArrowFile._file_info
+
+    def counted(self: PyArrowFile) -> Any:
+        asked.append(self.location)
+        return looked_up(self)
+
+    monkeypatch.setattr(PyArrowFile, "_file_info", counted)
+    table.append(rows)
+    [manifest] = table.current_snapshot().manifests(table.io)  # type: ignore[union-attr]
+    [data_file] = [task.file for task in table.scan().plan_files()]
+    assert manifest.manifest_path not in asked
+    assert data_file.file_path not in asked
+    assert data_file.file_size_in_bytes == _local(data_file.file_path).stat().st_size
+    assert manifest.manifest_length == _local(manifest.manifest_path).stat().st_size
+
+
+def _local(location: str) -> Path:
+    return Path(location.removeprefix("file://"))
 
 
 def test_a_transaction_works_its_metadata_out_once_per_set_of_updates(tmp_path: Any) -> None:
