@@ -42,6 +42,18 @@ SIMPLIFIED_TRACEBACK = "SPARK_SIMPLIFIED_TRACEBACK"
 #: The driver JVM's heap, after a collection, grows when under a tenth of it is free and
 #: shrinks when over a fifth is (the JVM's defaults: 40 % and 70 %).
 HEAP_FREE_RATIOS = ("-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=20")
+#: The JIT's optimizing compiler (C2) takes a method over from C1 after ten times the calls
+#: the JVM waits for by default (Tier4InvocationThreshold 5,000, Tier4MinInvocationThreshold
+#: 600) and four times its mix of calls and loops (Tier4CompileThreshold 15,000). Loops keep
+#: their threshold (Tier4BackEdgeThreshold), so a long job's hot code is optimized as early as
+#: before, while the code that plans and runs small workflows, called often but never hot,
+#: mostly stays with C1: a small execution's JVM CPU fell by a sixth, long jobs ran as fast
+#: (docs/benchmarks.md, "What a small execution costs in CPU").
+LATE_OPTIMIZATION = (
+    "-XX:Tier4InvocationThreshold=50000",
+    "-XX:Tier4MinInvocationThreshold=6000",
+    "-XX:Tier4CompileThreshold=60000",
+)
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -116,11 +128,13 @@ def jobs_running(spark: SparkSession) -> bool:
 
 
 def driver_java_options(settings: ComputingUnitSettings) -> str:
-    """The driver JVM's options: those that make an idle JVM give memory back (see
-    TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS), then the unit's own, which may override them.
-    Given on the command line that starts the JVM; a JVM that does not know an option ignores
-    it (Spark's launcher passes -XX:+IgnoreUnrecognizedVMOptions)."""
-    options = []
+    """The driver JVM's options: when its optimizing compiler takes over (LATE_OPTIMIZATION),
+    those that make an idle JVM give memory back (see
+    TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS), then the unit's own, which may override them
+    (the JVM takes an option's last value). Given on the command line that starts the JVM; a
+    JVM that does not know an option ignores it (Spark's launcher passes
+    -XX:+IgnoreUnrecognizedVMOptions)."""
+    options = [*LATE_OPTIMIZATION]
     if settings.spark_driver_release_seconds > 0:
         milliseconds = round(settings.spark_driver_release_seconds * 1000)
         options += [

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cu_service import arrow_memory
-from cu_service.spark import HEAP_FREE_RATIOS, driver_java_options
+from cu_service.spark import HEAP_FREE_RATIOS, LATE_OPTIMIZATION, driver_java_options
 from cu_service.worker_daemon import PRELOADED, forget_archive_importers
 from service_runtime.config import ConfigError
 from unit_launcher.unit_settings import ComputingUnitSettings
@@ -20,6 +20,7 @@ from unit_launcher.unit_settings import ComputingUnitSettings
 def test_by_default_the_driver_jvm_collects_and_trims_after_thirty_idle_seconds() -> None:
     options = driver_java_options(ComputingUnitSettings()).split()
     assert options == [
+        *LATE_OPTIMIZATION,
         "-XX:G1PeriodicGCInterval=30000",
         "-XX:TrimNativeHeapInterval=30000",
         *HEAP_FREE_RATIOS,
@@ -31,16 +32,26 @@ def test_the_units_own_options_come_last_so_that_they_win() -> None:
         spark_driver_release_seconds=2.5, spark_driver_java_options="-XX:MaxHeapFreeRatio=70"
     )
     options = driver_java_options(settings).split()
-    assert options[:2] == ["-XX:G1PeriodicGCInterval=2500", "-XX:TrimNativeHeapInterval=2500"]
+    assert "-XX:G1PeriodicGCInterval=2500" in options
+    assert "-XX:TrimNativeHeapInterval=2500" in options
     assert options[-1] == "-XX:MaxHeapFreeRatio=70"
 
 
-def test_zero_leaves_the_jvm_as_it_is() -> None:
-    assert driver_java_options(ComputingUnitSettings(spark_driver_release_seconds=0)) == ""
+def test_the_units_own_options_may_give_the_compiler_its_defaults_back() -> None:
+    """The JVM takes the last value of an option: the unit's come after LATE_OPTIMIZATION."""
+    defaults = "-XX:Tier4InvocationThreshold=5000 -XX:Tier4CompileThreshold=15000"
+    options = driver_java_options(ComputingUnitSettings(spark_driver_java_options=defaults))
+    assert options.endswith(defaults)
+    assert options.startswith(" ".join(LATE_OPTIMIZATION))
+
+
+def test_zero_leaves_the_jvms_memory_as_it_is() -> None:
+    options = driver_java_options(ComputingUnitSettings(spark_driver_release_seconds=0))
+    assert options == " ".join(LATE_OPTIMIZATION)
     settings = ComputingUnitSettings(
         spark_driver_release_seconds=0, spark_driver_java_options="-Xss1m"
     )
-    assert driver_java_options(settings) == "-Xss1m"
+    assert driver_java_options(settings) == " ".join([*LATE_OPTIMIZATION, "-Xss1m"])
 
 
 @pytest.mark.parametrize("seconds", [-1.0, 86401.0])
