@@ -17,8 +17,11 @@ stack is idle (its timers), over IDLE_SECONDS before the rounds. Nothing is asse
 
 The services run without the gateway's rate limit and record no spans, as by default.
 
+With --unit-java-options, the unit's driver JVM gets those options after its own
+(TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS): to compare JIT settings, for example.
+
 Run: .venv/bin/python -m benchmarks.execution_cpu [--runs N] [--warmup N] [--rounds N]
-     [--idle-seconds S]
+     [--idle-seconds S] [--unit-java-options OPTIONS]
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from benchmarks.small_workflow import KEPT_ROWS, Client, seconds
 from embedded_stack.stack import Stack
 
 SERVICE_ENV = {**UNLIMITED, **UNTRACED}
+#: The unit setting --unit-java-options sets.
+JAVA_OPTIONS = "TEXERA_LAKE_CU_SPARK_DRIVER_JAVA_OPTIONS"
 #: The stack's parts, by the name Stack.pid knows them, and the kind each is printed as.
 PARTS = {
     "gateway": "gateway",
@@ -47,7 +52,8 @@ PARTS = {
     "postgres": "PostgreSQL",
 }
 DRIVER, JVM, WORKERS, CLIENT = "unit: Python driver", "unit: JVM", "unit: Python workers", "client"
-KINDS = (*PARTS.values(), DRIVER, JVM, WORKERS, CLIENT)
+UNIT_KINDS = (DRIVER, JVM, WORKERS)
+KINDS = (*PARTS.values(), *UNIT_KINDS, CLIENT)
 
 
 def _command(process: psutil.Process) -> list[str]:
@@ -187,8 +193,15 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="untimed executions first")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --runs executions")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle window")
+    parser.add_argument(
+        "--unit-java-options",
+        help=f"the unit's {JAVA_OPTIONS} (its driver JVM's own options; default: none)",
+    )
     args = parser.parse_args()
-    with lake(SERVICE_ENV) as measured:
+    environment = dict(SERVICE_ENV)
+    if args.unit_java_options is not None:
+        environment[JAVA_OPTIONS] = args.unit_java_options
+    with lake(environment) as measured:
         stack = measured.stack
         client = Client(stack, measured.warehouse.warehouse_id)
         print("starting the unit ...", flush=True)

@@ -18,7 +18,9 @@ Both parts in one run:
      opened and the most while it lasted, sampled each second; and the sum of the PSS
      (proportional set size) of every unit's processes (each `python -m cu_service` among the
      registry's descendants, with its JVM and Python workers), when the window opened and the
-     most, if this process may read them (as root it may).
+     most, sampled every PSS_EVERY seconds, if this process may read them (as root it may);
+     and the cores in use over the window, on average: the machine's, each service's, this
+     process's, the busiest unit's (the large write's) and the other units' together.
   2. a new user's first result: NEW_USERS new users, one after another, each with a new
      warehouse, submit the small workflow for the first time (which makes and starts their
      unit), timed from the submit call until the first page is read; the stack is quiet
@@ -67,6 +69,7 @@ from typing import TypeVar
 import grpc
 import psutil
 
+from benchmarks.execution_cpu import UNIT_KINDS, Reading
 from benchmarks.shared import (
     UNLIMITED,
     UNTRACED,
@@ -91,6 +94,8 @@ CPU_GROUPS_SETTING = "TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS"
 SERVICE_ENV = {**UNLIMITED, **UNTRACED}
 #: How many users' first submissions (each starts a unit) run at once before the window.
 STARTING_AT_ONCE = 2
+#: Seconds between two readings of the units' PSS while the window lasts.
+PSS_EVERY = 10
 GIB = 1024**3
 T = TypeVar("T")
 
@@ -202,21 +207,98 @@ def units_pss(registry_pid: int) -> int | None:
 
 
 class MemorySampler(Sampler):
-    """The machine's memory in use and the units' PSS, when made and at most, sampled each
-    second while in use."""
+    """The machine's memory in use and the units' PSS, when made and at most, sampled while in
+    use: the machine's each second, the units' every PSS_EVERY seconds (the kernel walks a
+    process's pages for its PSS: some 24 ms of CPU for a unit's five processes, so nine
+    units' each second would take a tenth of a 2-core machine from what is measured)."""
 
     def __init__(self, registry_pid: int) -> None:
         super().__init__(1.0)
         self._registry_pid = registry_pid
+        self._samples = 0
         self.used_at_start = self.used_peak = psutil.virtual_memory().used
         self.units_at_start = unit_processes(registry_pid)[0]
         self.pss_at_start = self.pss_peak = units_pss(registry_pid)
 
     def sample(self) -> None:
         self.used_peak = max(self.used_peak, psutil.virtual_memory().used)
+        self._samples += 1
+        if self._samples % PSS_EVERY or self.pss_peak is None:
+            return
         pss = units_pss(self._registry_pid)
-        if pss is not None and self.pss_peak is not None:
+        if pss is not None:
             self.pss_peak = max(self.pss_peak, pss)
+
+
+# -- CPU ---------------------------------------------------------------------------------
+
+
+def _tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds of root and its descendants, with the ended children each has reaped."""
+    total = 0.0
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for process in (root, *root.children(recursive=True)):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += sum(process.cpu_times()[:4])
+    return total
+
+
+def _machine_busy() -> float:
+    """CPU seconds the machine's cores have been busy since boot (idle and waiting left out)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """What the machine, each part of the stack and each unit had used, at one moment."""
+
+    machine: float
+    parts: Reading
+    #: Each unit's process tree, by the pid of its `python -m cu_service`.
+    units: dict[int, float]
+
+    @classmethod
+    def take(cls, stack: Stack) -> CpuReading:
+        registry = psutil.Process(stack.pid("warehouse-service"))
+        units = [p for p in registry.children(recursive=True) if _is_unit(p)]
+        return cls(_machine_busy(), Reading.take(stack), {u.pid: _tree_cpu(u) for u in units})
+
+
+@dataclass(frozen=True)
+class CpuShares:
+    """Cores used on average over a span: the machine's, each of the stack's services', the
+    busiest unit's (in part 1, the large write's) and the other units' together."""
+
+    seconds: float
+    machine: float
+    services: dict[str, float]
+    busiest_unit: float
+    other_units: float
+
+    @classmethod
+    def between(cls, earlier: CpuReading, later: CpuReading, seconds: float) -> CpuShares:
+        by_kind = later.parts.since(earlier.parts)
+        services = {kind: used for kind, used in by_kind.items() if kind not in UNIT_KINDS}
+        units = sorted(
+            (used - earlier.units.get(pid, 0.0) for pid, used in later.units.items()),
+            reverse=True,
+        )
+        return cls(
+            seconds,
+            (later.machine - earlier.machine) / seconds,
+            {kind: used / seconds for kind, used in services.items()},
+            (units[0] if units else 0.0) / seconds,
+            sum(units[1:]) / seconds,
+        )
+
+    def report(self) -> None:
+        services = ", ".join(f"{kind} {cores:.2f}" for kind, cores in self.services.items())
+        print(
+            f"   cores in use over the window: the machine {self.machine:.2f} of "
+            f"{psutil.cpu_count()}; the busiest unit (the large write's) {self.busiest_unit:.2f}, "
+            f"the other units {self.other_units:.2f}; {services}"
+        )
 
 
 # -- part 1: many users --------------------------------------------------------------------
@@ -275,6 +357,7 @@ class ManyUsers:
     #: psutil.virtual_memory().used before the stack started.
     used_before: int
     memory: MemorySampler
+    cpu: CpuShares
 
     def report(self) -> None:
         print(
@@ -298,6 +381,7 @@ class ManyUsers:
         if self.writes:
             median = statistics.median(self.writes)
             print(f"   large writes: {len(self.writes)}, median {median:.1f} s")
+        self.cpu.report()
         self._report_memory()
 
     def _report_memory(self) -> None:
@@ -349,7 +433,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
             MemorySampler(stack.pid("warehouse-service")) as memory,
             ThreadPoolExecutor(len(clients) + 1) as pool,
         ):
-            opened = time.monotonic()
+            opened, opening = time.monotonic(), CpuReading.take(stack)
             deadline = opened + sizes.seconds
             large = partial(large_write, measured, sizes.large_rows)
             writes = pool.submit(until, deadline, LARGE, large, failures)
@@ -361,6 +445,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
             ]
             small = [elapsed for loop in loops for elapsed in loop.result()]
             span = time.monotonic() - opened
+            cpu = CpuShares.between(opening, CpuReading.take(stack), span)
             written = writes.result()
     return ManyUsers(
         cpu_groups,
@@ -373,6 +458,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
         waited,
         used_before,
         memory,
+        cpu,
     )
 
 
