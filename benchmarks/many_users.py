@@ -20,7 +20,9 @@ Both parts in one run:
      registry's descendants, with its JVM and Python workers), when the window opened and the
      most, sampled every PSS_EVERY seconds, if this process may read them (as root it may);
      and the cores in use over the window, on average: the machine's, each service's, this
-     process's, the busiest unit's (the large write's) and the other units' together.
+     process's, the busiest unit's (the large write's) and the other units' together; and
+     the CPU a small execution cost: the cores in use less the busiest unit's and this
+     process's, over the small executions a second.
   2. a new user's first result: NEW_USERS new users, one after another, each with a new
      warehouse, submit the small workflow for the first time (which makes and starts their
      unit), timed from the submit call until the first page is read; the stack is quiet
@@ -69,7 +71,7 @@ from typing import TypeVar
 import grpc
 import psutil
 
-from benchmarks.execution_cpu import UNIT_KINDS, Reading
+from benchmarks.execution_cpu import CLIENT, UNIT_KINDS, Reading
 from benchmarks.shared import (
     UNLIMITED,
     UNTRACED,
@@ -292,6 +294,11 @@ class CpuShares:
             sum(units[1:]) / seconds,
         )
 
+    def cores_of_the_rest(self) -> float:
+        """Cores used by all but the busiest unit and this process: in part 1, the small
+        workflows' (and the services' share of the large write)."""
+        return self.machine - self.busiest_unit - self.services.get(CLIENT, 0.0)
+
     def report(self) -> None:
         services = ", ".join(f"{kind} {cores:.2f}" for kind, cores in self.services.items())
         print(
@@ -382,6 +389,12 @@ class ManyUsers:
             median = statistics.median(self.writes)
             print(f"   large writes: {len(self.writes)}, median {median:.1f} s")
         self.cpu.report()
+        if self.small:
+            each = self.cpu.cores_of_the_rest() * self.span / len(self.small)
+            print(
+                f"   CPU a small execution cost: {each:.2f} s (the machine's cores in use, less "
+                "the busiest unit's and this process's, over the executions a second)"
+            )
         self._report_memory()
 
     def _report_memory(self) -> None:
