@@ -80,6 +80,7 @@ from benchmarks.shared import (
     Sampler,
     lake,
     plan,
+    process_cpu,
     run_execution,
     settled,
 )
@@ -182,10 +183,15 @@ def _is_unit(process: psutil.Process) -> bool:
     return any(a == "-m" and b == "cu_service" for a, b in itertools.pairwise(command))
 
 
+def units_of(registry_pid: int) -> list[psutil.Process]:
+    """The units the registry runs: each `python -m cu_service` among its descendants."""
+    return [p for p in psutil.Process(registry_pid).children(recursive=True) if _is_unit(p)]
+
+
 def unit_processes(registry_pid: int) -> tuple[int, list[psutil.Process]]:
-    """How many units the registry runs, and all their processes: each `python -m cu_service`
-    among the registry's descendants, with its own descendants (its JVM, Python workers)."""
-    units = [p for p in psutil.Process(registry_pid).children(recursive=True) if _is_unit(p)]
+    """How many units the registry runs, and all their processes: each unit with its own
+    descendants (its JVM, Python workers)."""
+    units = units_of(registry_pid)
     found: dict[int, psutil.Process] = {}
     for unit in units:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -237,12 +243,9 @@ class MemorySampler(Sampler):
 
 def _tree_cpu(root: psutil.Process) -> float:
     """CPU seconds of root and its descendants, with the ended children each has reaped."""
-    total = 0.0
     with contextlib.suppress(psutil.NoSuchProcess):
-        for process in (root, *root.children(recursive=True)):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                total += sum(process.cpu_times()[:4])
-    return total
+        return sum(process_cpu(p) for p in (root, *root.children(recursive=True)))
+    return 0.0
 
 
 def _machine_busy() -> float:
@@ -262,8 +265,7 @@ class CpuReading:
 
     @classmethod
     def take(cls, stack: Stack) -> CpuReading:
-        registry = psutil.Process(stack.pid("warehouse-service"))
-        units = [p for p in registry.children(recursive=True) if _is_unit(p)]
+        units = units_of(stack.pid("warehouse-service"))
         return cls(_machine_busy(), Reading.take(stack), {u.pid: _tree_cpu(u) for u in units})
 
 
@@ -272,7 +274,6 @@ class CpuShares:
     """Cores used on average over a span: the machine's, each of the stack's services', the
     busiest unit's (in part 1, the large write's) and the other units' together."""
 
-    seconds: float
     machine: float
     services: dict[str, float]
     busiest_unit: float
@@ -287,7 +288,6 @@ class CpuShares:
             reverse=True,
         )
         return cls(
-            seconds,
             (later.machine - earlier.machine) / seconds,
             {kind: used / seconds for kind, used in services.items()},
             (units[0] if units else 0.0) / seconds,

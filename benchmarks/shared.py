@@ -203,15 +203,17 @@ def settled(quiet_share: float = 0.05, window: float = 2.0, longest: float = 300
     started = time.monotonic()
     while time.monotonic() - started < longest:
         processes = psutil.Process().children(recursive=True)
-        before = [_cpu(p) for p in processes]
+        before = [process_cpu(p) for p in processes]
         time.sleep(window)
-        used = sum(_cpu(p) - earlier for p, earlier in zip(processes, before, strict=True))
+        used = sum(process_cpu(p) - earlier for p, earlier in zip(processes, before, strict=True))
         if used < quiet_share * window:
             break
     return time.monotonic() - started
 
 
-def _cpu(process: psutil.Process) -> float:
+def process_cpu(process: psutil.Process) -> float:
+    """CPU seconds a process has used, with those of its ended children it has reaped; 0 once
+    it has ended."""
     try:
         return sum(process.cpu_times()[:4])  # its own and its ended children's
     except psutil.Error:  # it ended meanwhile
