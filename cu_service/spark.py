@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,14 +129,28 @@ def jobs_running(spark: SparkSession) -> bool:
     return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
 
 
+#: A JVM writes its performance data (for tools such as jstat) in /tmp/hsperfdata_<user>,
+#: whatever its settings, unless told not to.
+NO_PERF_DATA = "-XX:-UsePerfData"
+
+
+def own_files() -> tuple[str, ...]:
+    """The driver JVM's options that keep its files in the unit's own folders: its temporary
+    files (the native libraries it unpacks, Spark's scratch folders) in TMPDIR, the unit's,
+    which goes with the unit, and no performance data. The machine's /tmp is shared by every
+    unit and outlives each: what a unit left there would belong to the next unit given its
+    user id."""
+    return (f"-Djava.io.tmpdir={shlex.quote(tempfile.gettempdir())}", NO_PERF_DATA)
+
+
 def driver_java_options(settings: ComputingUnitSettings) -> str:
-    """The driver JVM's options: when its optimizing compiler takes over (LATE_OPTIMIZATION),
-    those that make an idle JVM give memory back (see
+    """The driver JVM's options: where its files go (own_files), when its optimizing compiler
+    takes over (LATE_OPTIMIZATION), those that make an idle JVM give memory back (see
     TEXERA_LAKE_CU_SPARK_DRIVER_RELEASE_SECONDS), then the unit's own, which may override them
-    (the JVM takes an option's last value). Given on the command line that starts the JVM; a
-    JVM that does not know an option ignores it (Spark's launcher passes
-    -XX:+IgnoreUnrecognizedVMOptions)."""
-    options = [*LATE_OPTIMIZATION]
+    (the JVM takes an option's last value). Given on the command line that starts the JVM
+    (Spark splits it as a shell would); a JVM that does not know an option ignores it (Spark's
+    launcher passes -XX:+IgnoreUnrecognizedVMOptions)."""
+    options = [*own_files(), *LATE_OPTIMIZATION]
     if settings.spark_driver_release_seconds > 0:
         milliseconds = round(settings.spark_driver_release_seconds * 1000)
         options += [
@@ -161,6 +177,8 @@ def start_spark(
         # On a cluster they run the cluster's Python (python3 on the workers' PATH).
         os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Spark's scripts run a JVM of their own first, to build the driver's command line.
+    os.environ["SPARK_LAUNCHER_OPTS"] = NO_PERF_DATA
     encoded = (confinement or worker_confinement(settings)).encode()
     os.environ[worker_daemon.VARIABLE] = encoded  # local mode: the JVM's own environment
     builder = (

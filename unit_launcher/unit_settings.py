@@ -76,9 +76,10 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "SPARK_DRIVER_JAVA_OPTIONS",
         "",
         "More options of the Spark driver JVM, which in local mode runs the tasks too; they "
-        "come after the unit's own (its JIT thresholds, its memory release), so they win. For "
-        "example -XX:TieredStopAtLevel=1 spends less CPU on short jobs and runs long ones up to "
-        "4.7 times slower. Part of the JVM's command line: no secret here.",
+        "come after the unit's own (its temporary folder, its JIT thresholds, its memory "
+        "release), so they win. For example -XX:TieredStopAtLevel=1 spends less CPU on short "
+        "jobs and runs long ones up to 4.7 times slower. Part of the JVM's command line: no "
+        "secret here.",
         scoped=True,
     )
     spark_driver_release_seconds: float = setting(

@@ -115,6 +115,46 @@ def test_a_unit_runs_in_a_cpu_cgroup_of_its_own_weighted_by_its_cores(units_stac
         time.sleep(0.5)
 
 
+#: Grouping shuffles rows between tasks, compressed: Spark's JVM unpacks its native
+#: compression library into its temporary folder to do so.
+SHUFFLING = workflow(
+    [
+        {"operator_id": "n", "range_source": {"end": 1000, "partitions": 2}},
+        {
+            "operator_id": "counts",
+            "input_operator_ids": ["n"],
+            "aggregate": {
+                "group_by": ["id"],
+                "aggregations": [{"function": "AGGREGATE_FUNCTION_COUNT", "alias": "rows"}],
+            },
+            "materialize": True,
+        },
+    ]
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="units run as users of their own only under root")
+def test_a_unit_writes_nothing_of_its_own_in_the_machines_temporary_folder(
+    units_stack: Stack,
+) -> None:
+    """The machine's /tmp is shared by every unit and outlives each, its user id then given to
+    a later unit: a unit's JVM keeps its temporary files in the unit's home and writes no
+    performance data (which the JVM puts in /tmp/hsperfdata_<user>, whatever its settings)."""
+    dee = person(units_stack, "dee")
+    done = dee.executions.finish(dee.executions.submit(dee.warehouse_id, SHUFFLING).execution_id)
+    assert state_name(done) == "SUCCEEDED", done.error.message
+    unit = psutil.Process(units_stack.unit_for(dee.user_id).pid)
+    uid, started = unit.uids().real, unit.create_time()
+    # Entries a unit that had this user id before left are older than this one.
+    written = [
+        entry.name
+        for entry in Path("/tmp").iterdir()  # where the JVM puts them by default
+        if (status := entry.lstat()).st_uid == uid and status.st_mtime >= started - 1
+    ]
+    assert written == []
+    assert [output.row_count for output in done.outputs] == [1000]
+
+
 def test_a_unit_is_used_only_by_its_owner_and_whom_it_is_shared_with(units_stack: Stack) -> None:
     owner, guest = person(units_stack, "owner"), person(units_stack, "guest")
     unit_id = owner.create_unit("team").computing_unit_id

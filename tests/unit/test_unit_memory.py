@@ -1,17 +1,20 @@
 """What keeps an idle computing unit small: its driver JVM's options, which make it give memory
-back, Arrow's allocator in its Python processes, which gives freed memory back, and the modules
-its processes load, SQLAlchemy not among them."""
+back (and keep its files in the unit's own folder), Arrow's allocator in its Python processes,
+which gives freed memory back, and the modules its processes load, SQLAlchemy not among them."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from cu_service import arrow_memory
-from cu_service.spark import HEAP_FREE_RATIOS, LATE_OPTIMIZATION, driver_java_options
+from cu_service.spark import HEAP_FREE_RATIOS, LATE_OPTIMIZATION, driver_java_options, own_files
 from cu_service.worker_daemon import PRELOADED, forget_archive_importers
 from service_runtime.config import ConfigError
 from unit_launcher.unit_settings import ComputingUnitSettings
@@ -20,6 +23,7 @@ from unit_launcher.unit_settings import ComputingUnitSettings
 def test_by_default_the_driver_jvm_collects_and_trims_after_thirty_idle_seconds() -> None:
     options = driver_java_options(ComputingUnitSettings()).split()
     assert options == [
+        *own_files(),
         *LATE_OPTIMIZATION,
         "-XX:G1PeriodicGCInterval=30000",
         "-XX:TrimNativeHeapInterval=30000",
@@ -42,16 +46,27 @@ def test_the_units_own_options_may_give_the_compiler_its_defaults_back() -> None
     defaults = "-XX:Tier4InvocationThreshold=5000 -XX:Tier4CompileThreshold=15000"
     options = driver_java_options(ComputingUnitSettings(spark_driver_java_options=defaults))
     assert options.endswith(defaults)
-    assert options.startswith(" ".join(LATE_OPTIMIZATION))
+    assert options.startswith(" ".join([*own_files(), *LATE_OPTIMIZATION]))
 
 
 def test_zero_leaves_the_jvms_memory_as_it_is() -> None:
     options = driver_java_options(ComputingUnitSettings(spark_driver_release_seconds=0))
-    assert options == " ".join(LATE_OPTIMIZATION)
+    assert options == " ".join([*own_files(), *LATE_OPTIMIZATION])
     settings = ComputingUnitSettings(
         spark_driver_release_seconds=0, spark_driver_java_options="-Xss1m"
     )
-    assert driver_java_options(settings) == " ".join([*LATE_OPTIMIZATION, "-Xss1m"])
+    assert driver_java_options(settings) == " ".join([*own_files(), *LATE_OPTIMIZATION, "-Xss1m"])
+
+
+def test_the_jvm_keeps_its_files_in_the_units_temporary_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = tmp_path / "the unit's tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    options = shlex.split(driver_java_options(ComputingUnitSettings()))
+    assert options[:2] == [f"-Djava.io.tmpdir={folder}", "-XX:-UsePerfData"]
 
 
 @pytest.mark.parametrize("seconds", [-1.0, 86401.0])
