@@ -6,9 +6,11 @@ Both parts in one run:
      user's default unit, made by their first submission; these first submissions run two
      at a time before the window opens, and the benchmark then waits for the stack to go
      quiet; then every user runs the small workflow once, untimed, all at once, so that each
-     unit is in use when the window opens). For SECONDS, every user submits the small
-     workflow of benchmarks.small_workflow (10 rows, range -> filter, materialized) again
-     and again, each timed from the submit call until ReadResultPage through the gateway has
+     unit is in use when the window opens; then the first user runs it ALONE_RUNS times alone,
+     one after another, the baseline of the window's figures in the same run: the machine's
+     speed moves from run to run as much as the code's changes do). For SECONDS, every user
+     submits the small workflow of benchmarks.small_workflow (10 rows, range -> filter,
+     materialized) again and again, each timed from the submit call until ReadResultPage through the gateway has
      returned its first page; meanwhile one more user (the benchmark's USER, with a unit of
      their own too) writes a result of LARGE_ROWS rows (four columns) again and again, as
      long as the window lasts.
@@ -22,7 +24,8 @@ Both parts in one run:
      and the cores in use over the window, on average: the machine's, each service's, this
      process's, the busiest unit's (the large write's) and the other units' together; and
      the CPU a small execution cost: the cores in use less the busiest unit's and this
-     process's, over the small executions a second.
+     process's, over the small executions a second; and against them, one user's runs alone
+     (p50, and the CPU one cost: the machine's busy cores less this process's).
   2. a new user's first result: NEW_USERS new users, one after another, each with a new
      warehouse, submit the small workflow for the first time (which makes and starts their
      unit), timed from the submit call until the first page is read; the stack is quiet
@@ -104,6 +107,9 @@ SERVICE_ENV = {**UNLIMITED, **UNTRACED}
 STARTING_AT_ONCE = 2
 #: Seconds between two readings of the units' PSS while the window lasts.
 PSS_EVERY = 10
+#: Small workflows one user runs alone, one after another, right before the window: what one
+#: costs on this machine at that moment, the baseline of the window's figures.
+ALONE_RUNS = 20
 GIB = 1024**3
 T = TypeVar("T")
 
@@ -316,6 +322,42 @@ class CpuShares:
 # -- part 1: many users --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Alone:
+    """One user's small workflows alone on the stack, one after another."""
+
+    #: Seconds: each, submit -> first page.
+    times: list[float]
+    #: CPU seconds one cost the machine (its busy cores, less this process's).
+    cpu_each: float
+
+    def report(self, window: list[float], window_cpu_each: float) -> None:
+        if not self.times:
+            print("   one user alone: no run succeeded")
+            return
+        p50 = statistics.median(self.times)
+        print(
+            f"   one user alone, right before the window: {len(self.times)} runs, "
+            f"p50 {p50 * 1000:.0f} ms, CPU an execution {self.cpu_each:.2f} s"
+        )
+        if window and self.cpu_each:
+            print(
+                f"   the window against one user alone: p50 {statistics.median(window) / p50:.1f}"
+                f" times, CPU an execution {window_cpu_each / self.cpu_each:.2f} times"
+            )
+
+
+def one_user_alone(stack: Stack, client: Client, failures: Failures) -> Alone:
+    """ALONE_RUNS of client's small workflow, one after another, on an otherwise idle stack."""
+    before, started = CpuReading.take(stack), time.monotonic()
+    timed = partial(seconds, client.run, KEPT_ROWS)
+    times = [t for _ in range(ALONE_RUNS) if (t := failures.attempt(SMALL, timed)) is not None]
+    span = time.monotonic() - started
+    shares = CpuShares.between(before, CpuReading.take(stack), span)
+    busy = shares.machine - shares.services.get(CLIENT, 0.0)
+    return Alone(times, busy * span / len(times) if times else 0.0)
+
+
 def client_of(stack: Stack, user: Submitter) -> Client:
     """user's small-workflow calls through the gateway, on their own warehouse."""
     return Client(stack, user.warehouse_id, user.metadata)
@@ -370,6 +412,7 @@ class ManyUsers:
     used_before: int
     memory: MemorySampler
     cpu: CpuShares
+    alone: Alone
 
     def report(self) -> None:
         print(
@@ -394,12 +437,13 @@ class ManyUsers:
             median = statistics.median(self.writes)
             print(f"   large writes: {len(self.writes)}, median {median:.1f} s")
         self.cpu.report()
+        each = self.cpu.cores_of_the_rest() * self.span / len(self.small) if self.small else 0.0
         if self.small:
-            each = self.cpu.cores_of_the_rest() * self.span / len(self.small)
             print(
                 f"   CPU a small execution cost: {each:.2f} s (the machine's cores in use, less "
                 "the busiest unit's and this process's, over the executions a second)"
             )
+        self.alone.report(self.small, each)
         self._report_memory()
 
     def _report_memory(self) -> None:
@@ -446,6 +490,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
         waited = settled()
         clients = [client_of(stack, user) for user in users]
         one_lap(clients, failures)
+        alone = one_user_alone(stack, clients[0], failures)
         print(f"   the window: {sizes.seconds:.0f} s ...", flush=True)
         with (
             MemorySampler(stack.pid("warehouse-service")) as memory,
@@ -477,6 +522,7 @@ def many_users(sizes: Sizes, failures: Failures, cpu_groups: str) -> ManyUsers:
         used_before,
         memory,
         cpu,
+        alone,
     )
 
 
