@@ -205,7 +205,11 @@ def settled(quiet_share: float = 0.05, window: float = 2.0, longest: float = 300
         processes = psutil.Process().children(recursive=True)
         before = [process_cpu(p) for p in processes]
         time.sleep(window)
-        used = sum(process_cpu(p) - earlier for p, earlier in zip(processes, before, strict=True))
+        # A process that ended meanwhile reads 0: it counts as nothing, not as minus its life's
+        # CPU (which made a busy stack look quiet whenever one of its processes ended).
+        used = sum(
+            max(0.0, process_cpu(p) - earlier) for p, earlier in zip(processes, before, strict=True)
+        )
         if used < quiet_share * window:
             break
     return time.monotonic() - started
