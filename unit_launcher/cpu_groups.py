@@ -32,6 +32,10 @@ log = logging.getLogger("unit_launcher.cpu_groups")
 GROUP_PREFIX = "texera-lake-unit-"
 #: Modes of TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS.
 MODES = ("auto", "on", "off")
+#: A unit's group older than this with no process in it was left by a registry that ended
+#: without removing it (killed): a group is made for a process about to be put in it, and
+#: removed once that process has gone.
+LEFTOVER_AGE_SECONDS = 600.0
 _MOUNTS = Path("/proc/self/mountinfo")
 _OWN_GROUPS = Path("/proc/self/cgroup")
 
@@ -82,6 +86,22 @@ class CpuGroups:
         group.mkdir(exist_ok=True)
         _write(group / self._version.weight_file, str(max(1, cores) * self._version.per_core))
         _write(group / "cgroup.procs", str(pid))
+
+    def remove_leftovers(self) -> int:
+        """Removes the units' groups beside this registry that are older than
+        LEFTOVER_AGE_SECONDS and hold no process; how many. A younger one may be another
+        registry's, made a moment ago for a unit it is putting in; the kernel refuses to
+        remove one that holds a process."""
+        removed = 0
+        for group in self.base.glob(f"{GROUP_PREFIX}*"):
+            try:
+                if time.time() - group.stat().st_mtime < LEFTOVER_AGE_SECONDS:
+                    continue
+                group.rmdir()
+            except OSError:  # in use (EBUSY), or removed meanwhile
+                continue
+            removed += 1
+        return removed
 
     def remove(self, unit_id: str) -> None:
         """Removes the unit's group once its processes are gone (they may take a moment to
@@ -147,9 +167,12 @@ def cpu_groups_for(mode: str, setting: str) -> CpuGroups | None:
     if mode == "off" or (mode == "auto" and os.geteuid() != 0):
         return None
     try:
-        return CpuGroups.find()
+        groups = CpuGroups.find()
     except CpuGroupsUnavailable as exc:
         if mode == "on":
             raise ConfigError(f"{setting} is on, but no cgroup can be made: {exc}") from None
         log.info("units share the CPU without cgroups of their own", extra={"why": str(exc)})
         return None
+    if removed := groups.remove_leftovers():
+        log.info("removed units' cgroups an earlier registry left", extra={"groups": removed})
+    return groups

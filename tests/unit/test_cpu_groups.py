@@ -3,6 +3,8 @@ cgroup versions), and the setting's modes."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,23 @@ def test_a_units_group_is_weighted_by_its_cores_beside_the_registry(
     groups.remove("cu-a")
     assert not groups.group_of("cu-a").exists()
     groups.remove("cu-a")  # twice: nothing to do
+
+
+def test_groups_an_earlier_registry_left_empty_are_removed(tmp_path: Path) -> None:
+    """A registry that was killed could not remove its units' groups: the next one removes
+    those with no process left, once they are older than a unit's start could make them."""
+    groups = cpu_groups.CpuGroups(tmp_path, cpu_groups._V1)
+    old = time.time() - cpu_groups.LEFTOVER_AGE_SECONDS - 60
+    left, in_use, just_made = (groups.group_of(unit) for unit in ("cu-left", "cu-busy", "cu-new"))
+    for group in (left, in_use, just_made, tmp_path / "a-group-of-another-kind"):
+        group.mkdir()
+    (in_use / "cgroup.procs").write_text("101\n")  # a directory rmdir refuses, like a busy group
+    for group in (left, in_use, tmp_path / "a-group-of-another-kind"):
+        os.utime(group, (old, old))
+
+    assert groups.remove_leftovers() == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "a-group-of-another-kind",
+        "texera-lake-unit-cu-busy",
+        "texera-lake-unit-cu-new",
+    ]
