@@ -13,6 +13,7 @@ from sqlalchemy import create_engine
 
 from embedded_stack.dev_catalog.catalogs import REMEMBERED_METADATA_FILES
 from lake_tables.pyiceberg_sql import RememberingSqlCatalog
+from tests.unit.file_questions import locations_asked
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 
@@ -33,14 +34,7 @@ def catalog(tmp_path: Path) -> RememberingSqlCatalog:
 def test_metadata_files_are_written_without_asking_whether_they_exist(
     catalog: RememberingSqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[str] = []
-    exists = PyArrowFile.exists
-
-    def counting(self: PyArrowFile) -> bool:
-        asked.append(self.location)
-        return exists(self)
-
-    monkeypatch.setattr(PyArrowFile, "exists", counting)
+    asked = locations_asked(monkeypatch, "exists")
     table = catalog.create_table(("results", "t"), schema=ROWS.schema)
     table.append(ROWS)
     assert [name for name in asked if name.endswith(".metadata.json")] == []

@@ -15,7 +15,6 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.io.fileformat import FileFormatFactory
 from pyiceberg.io.pyarrow import (
-    PyArrowFile,
     _ConvertToIcebergWithoutIDs,
     _to_requested_schema,
     pyarrow_to_schema,
@@ -32,6 +31,7 @@ from lake_tables.pyiceberg_arrow import (
     SmallWritesFileIO,
     project,
 )
+from tests.unit.file_questions import locations_asked
 
 POINT = pa.struct([("x", pa.int32()), ("label", pa.string())])
 ROWS = pa.table(
@@ -139,14 +139,7 @@ def test_an_append_knows_its_files_lengths_without_asking_the_storage(
     catalog.create_namespace("n")
     rows = pa.table({"id": pa.array(range(1000), pa.int64())})
     table = catalog.create_table("n.t", schema=rows.schema)
-    asked: list[str] = []
-    looked_up = PyArrowFile._file_info
-
-    def counted(self: PyArrowFile) -> Any:
-        asked.append(self.location)
-        return looked_up(self)
-
-    monkeypatch.setattr(PyArrowFile, "_file_info", counted)
+    asked = locations_asked(monkeypatch, "_file_info")
     table.append(rows)
     [manifest] = table.current_snapshot().manifests(table.io)  # type: ignore[union-attr]
     [data_file] = [task.file for task in table.scan().plan_files()]
