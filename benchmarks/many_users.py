@@ -10,10 +10,10 @@ Both parts in one run:
      one after another, the baseline of the window's figures in the same run: the machine's
      speed moves from run to run as much as the code's changes do). For SECONDS, every user
      submits the small workflow of benchmarks.small_workflow (10 rows, range -> filter,
-     materialized) again and again, each timed from the submit call until ReadResultPage through the gateway has
-     returned its first page; meanwhile one more user (the benchmark's USER, with a unit of
-     their own too) writes a result of LARGE_ROWS rows (four columns) again and again, as
-     long as the window lasts.
+     materialized) again and again, each timed from the submit call until ReadResultPage
+     through the gateway has returned its first page; meanwhile one more user (the
+     benchmark's USER, with a unit of their own too) writes a result of LARGE_ROWS rows
+     (four columns) again and again, as long as the window lasts.
      Printed: p50 and p95 of the small workflows, executions per minute of all users
      together, the large writes; the machine's memory in use (psutil.virtual_memory().used,
      which counts whatever else runs on the machine) before the stack started, when the window
@@ -50,9 +50,9 @@ each of the units' cgroups modes --cpu-groups lists (TEXERA_LAKE_WAREHOUSE_UNIT_
 unit_launcher.cpu_groups: off, or auto, each unit in a cgroup of its own where the registry may
 make them, as root), in that order, on a fresh stack each time; by default off, then auto.
 When both modes ran, it prints the ratios of auto's figures to off's, each mode's runs taken
-together. The same code runs slower on each later stack of a run, so a comparison of the modes
-is fair only in a balanced order (auto,off,off,auto). Nothing else is asserted. --quick runs a
-small version end to end (QUICK; flags given with it win).
+together; a balanced order (auto,off,off,auto) keeps a drift of the machine's speed over the
+run from favouring either. Nothing else is asserted. --quick runs a small version end to end
+(QUICK; flags given with it win).
 
 Run: .venv/bin/python -m benchmarks.many_users [--users N] [--seconds S] [--large-rows N]
      [--new-users N] [--pool-size N] [--pool-warm-seconds S] [--cpu-groups off,auto]
