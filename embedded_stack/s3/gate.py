@@ -23,6 +23,7 @@ import argparse
 import io
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
+from cachetools import TLRUCache
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
@@ -47,6 +49,13 @@ if TYPE_CHECKING:
 _CREDENTIAL = re.compile(r"Credential=([A-Z0-9]+)/[^/]*/[^/]*/([a-z0-9-]+)/")
 _QUERY_CREDENTIAL = re.compile(r"^([A-Z0-9]+)/[^/]*/[^/]*/([a-z0-9-]+)/")
 _STS_NAMESPACE = "{https://sts.amazonaws.com/doc/2011-06-15/}"
+#: How long after its expiry a temporary key is still answered ExpiredToken (then moto, which
+#: has forgotten it, answers that it does not know it).
+EXPIRED_TOKEN_MEMORY_SECONDS = 24 * 3600.0
+
+
+def _forget_at(_key: str, expiry: float, _now: float) -> float:
+    return expiry + EXPIRED_TOKEN_MEMORY_SECONDS
 
 
 def _s3_error(status: int, code: str, message: str) -> Response:
@@ -87,7 +96,7 @@ class Gate:
 
     def __init__(self, moto: WSGIApplication) -> None:
         self._moto = moto
-        self._expiries: dict[str, float] = {}
+        self._expiries: TLRUCache[str, float] = TLRUCache(math.inf, _forget_at, timer=time.time)
         self._lock = threading.Lock()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -115,14 +124,8 @@ class Gate:
         if answer.status_code == 200 and (credentials := assumed_credentials(answer.get_data())):
             key, expiry = credentials
             with self._lock:
-                self._expiries[key] = expiry
-                self._forget_long_expired()
+                self._expiries[key] = expiry  # dropping those 24 hours past their expiry
         return answer(environ, start_response)
-
-    def _forget_long_expired(self) -> None:
-        cutoff = time.time() - 24 * 3600
-        for key in [k for k, expiry in self._expiries.items() if expiry < cutoff]:
-            del self._expiries[key]
 
 
 def _write_admin_key(path: Path, admin: AccessKey) -> None:

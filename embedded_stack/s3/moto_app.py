@@ -19,28 +19,43 @@ authorizes a batch delete (DeleteObjects) once, as ``s3:DeleteObject`` on the bu
 checks each key: the session policy lets it through when it allows deleting some objects of the
 bucket, so batch deletes are narrowed to credentials that may delete, not to their prefix.
 
+moto also keeps every role it has assumed, in a list, for ever (and each temporary key in
+its IAM backend), and finds the key of a request signed with temporary credentials by reading
+that list from the start: a request cost seven times the CPU once 20,000 keys had been issued
+(benchmarks/s3_temporary_keys.py), a count a catalog vending four keys for each small execution
+reaches within hours. ``_TemporaryKeys`` indexes each role as moto assumes it, and removes it
+from moto a minute after it has expired: the gate refuses an expired key before moto sees it.
+
 This is the one module that knows moto's server internals.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
+import math
+import threading
+import time
+from datetime import UTC
 from typing import Any
 from xml.etree import ElementTree
 
+from cachetools import TLRUCache
 from moto.iam.access_control import (
     AssumedRoleAccessKey,
+    CreateAccessKeyFailure,
     IAMPolicy,
     IAMRequestBase,
     PermissionResult,
 )
+from moto.iam.models import iam_backends
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
-from moto.sts.models import sts_backends
+from moto.sts.models import AssumedRole, STSBackend, sts_backends
 from werkzeug.test import Client
 
 from embedded_stack.s3.endpoint import AccessKey, allow, policy
@@ -107,14 +122,100 @@ def _switch_authentication_on(client: Client) -> None:
         raise RuntimeError("could not switch on moto's IAM authentication")
 
 
+#: How long past its expiry a temporary key stays known to moto: a request the gate let through
+#: just before the key expired still finds it.
+EXPIRED_KEY_GRACE_SECONDS = 60.0
+
+
+def _forget_at(_key: str, role: AssumedRole, _now: float) -> float:
+    return role.expiration.replace(tzinfo=UTC).timestamp() + EXPIRED_KEY_GRACE_SECONDS
+
+
+class _TemporaryKeys:
+    """The roles moto's STS has assumed and that have not expired, by their access key id."""
+
+    def __init__(self) -> None:
+        self._live: TLRUCache[str, AssumedRole] = TLRUCache(math.inf, _forget_at, timer=time.time)
+        self._lock = threading.Lock()
+        #: Expired roles moto's STS backends still list, and those backends.
+        self._listed_expired = 0
+        self._listing: set[STSBackend] = set()
+
+    def issued(self, role: AssumedRole) -> None:
+        with self._lock:
+            # Before the insertion, which would drop the expired roles unseen.
+            for _, expired in self._live.expire():
+                iam_backends[expired.account_id][expired.partition].access_keys.pop(
+                    expired.access_key_id, None
+                )
+                self._listed_expired += 1
+                self._listing.add(sts_backends[expired.account_id][expired.partition])
+            self._live[role.access_key_id] = role
+            if self._listed_expired > len(self._live) // 4 + 64:
+                self._unlist_expired()
+
+    def find(self, access_key_id: str) -> AssumedRole | None:
+        with self._lock:
+            return self._live.get(access_key_id)
+
+    def _unlist_expired(self) -> None:
+        """Keeps only live roles in moto's lists: a pass over them once a quarter of them has
+        expired, so that each role costs a constant share of a pass."""
+        for backend in self._listing:
+            roles = backend.assumed_roles
+            roles[:] = [role for role in roles if role.access_key_id in self._live]
+        self._listed_expired = 0
+        self._listing.clear()
+
+
+_TEMPORARY_KEYS = _TemporaryKeys()
+#: moto's own AssumeRole, which _assume_role indexes the result of.
+MOTO_ASSUME_ROLE = STSBackend.assume_role
+#: moto's own lookup of a temporary key, which _temporary_key does as moto does.
+MOTO_TEMPORARY_KEY = AssumedRoleAccessKey.__init__
+
+
+def _assume_role(self: STSBackend, *args: Any, **kwargs: Any) -> AssumedRole:
+    role = MOTO_ASSUME_ROLE(self, *args, **kwargs)
+    _TEMPORARY_KEYS.issued(role)
+    return role
+
+
+def _temporary_key(
+    self: AssumedRoleAccessKey,
+    account_id: str,
+    partition: str,
+    access_key_id: str,
+    headers: dict[str, str],
+) -> None:
+    """moto's AssumedRoleAccessKey.__init__, which finds the role by its key in the index
+    instead of reading the list of every role assumed."""
+    self.account_id = account_id
+    self.partition = partition
+    role = _TEMPORARY_KEYS.find(access_key_id)
+    if role is None or (role.account_id, role.partition) != (account_id, partition):
+        raise CreateAccessKeyFailure(reason="InvalidId")
+    self._access_key_id = access_key_id
+    self._secret_access_key = role.secret_access_key
+    self._session_token = role.session_token
+    self._owner_role_name = role.role_arn.split("/")[-1]
+    self._session_name = role.session_name
+    if headers.get("X-Amz-Security-Token") != self._session_token:
+        raise CreateAccessKeyFailure(reason="InvalidToken")
+
+
 def _session_policy(key: AssumedRoleAccessKey) -> str | None:
     """The session policy the temporary key was issued with, without statements' conditions;
     None without one."""
-    roles = sts_backends[key.account_id][key.partition].assumed_roles
-    issued = next((r for r in roles if r.access_key_id == key._access_key_id), None)
+    issued = _TEMPORARY_KEYS.find(key._access_key_id)
     if issued is None or not issued.policy:
         return None
-    document = json.loads(issued.policy)
+    return _without_conditions(issued.policy)
+
+
+@functools.lru_cache(maxsize=1024)
+def _without_conditions(policy: str) -> str:
+    document = json.loads(policy)
     statements = document.get("Statement", [])
     for statement in statements if isinstance(statements, list) else [statements]:
         statement.pop("Condition", None)
@@ -165,6 +266,8 @@ def authenticated_moto() -> tuple[DomainDispatcherApplication, AccessKey]:
     """moto's WSGI application with authentication on, session policies enforced, and its
     administrator's key."""
     IAMRequestBase.check_action_permitted = _check_with_session_policy  # type: ignore[method-assign,assignment]
+    STSBackend.assume_role = _assume_role  # type: ignore[method-assign]
+    AssumedRoleAccessKey.__init__ = _temporary_key  # type: ignore[method-assign]
     app = _Dispatcher()
     client = Client(app)
     admin = _create_admin(client)

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import inspect
+import re
+import time
 
 import pytest
 from moto import __version__ as moto_version
-from moto.iam.access_control import AssumedRoleAccessKey, IAMRequestBase
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.iam.access_control import AssumedRoleAccessKey, CreateAccessKeyFailure, IAMRequestBase
+from moto.iam.models import iam_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-from moto.sts.models import AssumedRole
+from moto.sts.models import AssumedRole, sts_backends
 from werkzeug.test import Client, TestResponse
 
+from embedded_stack.s3 import moto_app
 from embedded_stack.s3.endpoint import AccessKey
 from embedded_stack.s3.gate import Gate
-from embedded_stack.s3.moto_app import MOTO_ROLE_CHECK, authenticated_moto
+from embedded_stack.s3.moto_app import (
+    MOTO_ASSUME_ROLE,
+    MOTO_ROLE_CHECK,
+    MOTO_TEMPORARY_KEY,
+    authenticated_moto,
+)
 
 #: A SigV4 header with a key moto does not know; the gate only reads who signed it.
 UNKNOWN_KEY = (
@@ -103,3 +113,53 @@ def test_the_moto_internals_the_session_policy_check_relies_on_are_there() -> No
     assert "account_id" in inspect.signature(AssumedRoleAccessKey.__init__).parameters
     assert {"access_key", "policy"} <= set(inspect.signature(AssumedRole.__init__).parameters)
     assert "self.access_key_id = " in inspect.getsource(AssumedRole.__init__)
+
+
+def _assume(seconds: int) -> AssumedRole:
+    backend = sts_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    role_arn = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/any"
+    return backend.assume_role("us-east-1", "keys-test", role_arn, "", seconds, "")
+
+
+def _key(role: AssumedRole) -> AssumedRoleAccessKey:
+    headers = {"X-Amz-Security-Token": role.session_token}
+    return AssumedRoleAccessKey(role.account_id, role.partition, role.access_key_id, headers)
+
+
+def test_temporary_keys_leave_moto_once_expired(
+    moto: tuple[Client, AccessKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto would keep every role it assumed, and read them all for each request signed with a
+    temporary key; expired ones are dropped (the gate refuses them before moto)."""
+    monkeypatch.setattr(moto_app, "EXPIRED_KEY_GRACE_SECONDS", 0.0)
+    short = [_assume(1) for _ in range(70)]
+    lasting = _assume(900)
+    assert _key(short[0])._owner_role_name == "any"
+    with pytest.raises(CreateAccessKeyFailure):
+        AssumedRoleAccessKey(lasting.account_id, lasting.partition, lasting.access_key_id, {})
+    time.sleep(1.2)
+    latest = _assume(900)  # an issue drops what expired
+
+    listed = {role.access_key_id for role in sts_backends[DEFAULT_ACCOUNT_ID]["aws"].assumed_roles}
+    keys = iam_backends[DEFAULT_ACCOUNT_ID]["aws"].access_keys
+    for role in short:
+        assert role.access_key_id not in listed
+        assert role.access_key_id not in keys
+        with pytest.raises(CreateAccessKeyFailure):
+            _key(role)
+    for role in (lasting, latest):
+        assert role.access_key_id in listed
+        assert _key(role)._session_token == role.session_token
+
+
+def test_the_moto_internals_the_temporary_key_index_relies_on_are_there() -> None:
+    """moto_app indexes moto's assumed roles and replaces its lookup of a temporary key; a moto
+    that looks keys up otherwise, or sets more on a key, fails here first."""
+    assert "assumed_roles.append(role)" in inspect.getsource(MOTO_ASSUME_ROLE)
+    moto_lookup = inspect.getsource(MOTO_TEMPORARY_KEY)
+    assert ".assumed_roles:" in moto_lookup
+    ours = inspect.getsource(moto_app._temporary_key)
+    assert set(re.findall(r"self\.(\w+) =", moto_lookup)) == set(re.findall(r"self\.(\w+) =", ours))
+    assert "self.access_keys[key.physical_resource_id] = key" in inspect.getsource(
+        type(iam_backends[DEFAULT_ACCOUNT_ID]["aws"]).create_temp_access_key
+    )
