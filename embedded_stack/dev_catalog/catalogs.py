@@ -10,8 +10,10 @@ of warehouses.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from cachetools import TLRUCache
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine
 
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 
 #: Metadata files a warehouse's catalog keeps in memory, the most recently written ones.
 REMEMBERED_METADATA_FILES = 256
+#: Vended credentials kept for reuse, the most recently used ones (each table has its own).
+REMEMBERED_CREDENTIALS = 10_000
+
+VendedKey = tuple[str, int, str, bool]
 
 
 def _file_io_properties(
@@ -70,8 +76,15 @@ class WarehouseCatalogs:
         self.credential_lifetime_seconds = credential_lifetime_seconds
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, int], SqlCatalog] = {}
-        self._vended: dict[tuple[str, int, str, bool], VendedCredentials] = {}
+        # Each kept while it may be reused (fresh), so that it does not stay for every table
+        # ever vended for.
+        self._vended: TLRUCache[VendedKey, VendedCredentials] = TLRUCache(
+            REMEMBERED_CREDENTIALS, self._stale_at, timer=time.time
+        )
         self._sts: dict[tuple[str, int], STSClient] = {}
+
+    def _stale_at(self, _key: VendedKey, vended: VendedCredentials, _now: float) -> float:
+        return vended.fresh_until(self.credential_lifetime_seconds)
 
     def credential(self, record: WarehouseRecord) -> AccessKeyCredential:
         return AccessKeyCredential.from_record(self._cipher.open(record.sealed_credential))
@@ -100,7 +113,7 @@ class WarehouseCatalogs:
         key = (record.id, record.credential_version, location, writable)
         with self._lock:
             cached = self._vended.get(key)
-        if cached is not None and cached.fresh(self.credential_lifetime_seconds):
+        if cached is not None:
             return cached
         vended = assume_role(
             self._sts_client(record),

@@ -10,7 +10,6 @@ for a short-lived key scoped (by a session policy) to one table's location.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -159,9 +158,9 @@ class VendedCredentials:
     session_token: str = field(repr=False)
     expires_at_ms: int
 
-    def fresh(self, lifetime_seconds: float) -> bool:
-        """Whether more than half of the lifetime is left."""
-        return self.expires_at_ms / 1000 - time.time() > lifetime_seconds / 2
+    def fresh_until(self, lifetime_seconds: float) -> float:
+        """When less than half of the lifetime will be left (a Unix time)."""
+        return self.expires_at_ms / 1000 - lifetime_seconds / 2
 
     def as_config(self, profile: S3Profile) -> dict[str, str]:
         """The Iceberg REST FileIO properties (pyiceberg's and Iceberg Java's names)."""

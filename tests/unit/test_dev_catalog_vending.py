@@ -20,6 +20,9 @@ CIPHER = CredentialCipher("a test key of sixteen or more characters")
 
 
 class RecordingSts:
+    #: How long the credentials it answers with last.
+    lifetime = timedelta(hours=1)
+
     def __init__(self) -> None:
         self.sessions: list[str] = []
 
@@ -31,7 +34,7 @@ class RecordingSts:
                 "AccessKeyId": f"ASIA{number}",
                 "SecretAccessKey": "secret",
                 "SessionToken": "token",
-                "Expiration": datetime.now(UTC) + timedelta(hours=1),
+                "Expiration": datetime.now(UTC) + self.lifetime,
             }
         }
 
@@ -98,3 +101,30 @@ def test_a_reader_is_vended_credentials_that_only_read(made: list[RecordingSts])
         "s3:PutObject",
         "s3:DeleteObject",
     }
+
+
+def test_credentials_past_half_their_life_are_vended_anew(
+    made: list[RecordingSts], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
+    monkeypatch.setattr(RecordingSts, "lifetime", timedelta(minutes=29))
+    first = vending.vend(_record(1), "s3://bucket/ns/a", writable=True)
+    again = vending.vend(_record(1), "s3://bucket/ns/a", writable=True)
+    assert again.access_key_id != first.access_key_id
+    assert len(made[0].sessions) == 2
+
+
+def test_only_the_most_recently_used_credentials_are_kept(
+    made: list[RecordingSts], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each table has credentials of its own: those kept for reuse do not grow with every table
+    ever vended for."""
+    monkeypatch.setattr(catalogs, "REMEMBERED_CREDENTIALS", 2)
+    vending = WarehouseCatalogs(None, CIPHER, 3600, EndpointGuard())  # type: ignore[arg-type]
+    record = _record(1)
+    for table in ("a", "b", "c"):
+        vending.vend(record, f"s3://bucket/ns/{table}", writable=True)
+    vending.vend(record, "s3://bucket/ns/c", writable=True)
+    assert len(made[0].sessions) == 3  # c kept
+    vending.vend(record, "s3://bucket/ns/a", writable=True)
+    assert len(made[0].sessions) == 4  # a was not
