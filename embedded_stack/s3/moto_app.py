@@ -21,10 +21,11 @@ bucket, so batch deletes are narrowed to credentials that may delete, not to the
 
 moto also keeps every role it has assumed, in a list, for ever (and each temporary key in
 its IAM backend), and finds the key of a request signed with temporary credentials by reading
-that list from the start: a request cost seven times the CPU once 20,000 keys had been issued
-(benchmarks/s3_temporary_keys.py), a count a catalog vending four keys for each small execution
-reaches within hours. ``_TemporaryKeys`` indexes each role as moto assumes it, and removes it
-from moto a minute after it has expired: the gate refuses an expired key before moto sees it.
+that list from the start: a request cost six to seven times the CPU once 20,000 keys had been
+issued (benchmarks/s3_temporary_keys.py), a count a catalog vending four keys for each small
+execution reaches within hours. ``_TemporaryKeys`` indexes each role as moto assumes it, and
+removes it from moto a minute after it has expired: the gate refuses an expired key before
+moto sees it.
 
 This is the one module that knows moto's server internals.
 """
