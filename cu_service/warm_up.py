@@ -2,10 +2,9 @@
 
 A JVM runs Spark's code interpreted at first and compiles what runs often on
 background threads; a small workflow on a new unit costs the JVM three times the
-CPU it costs once those compilations are done, and its optimizing compiler, which
-the unit's JVM lets take a method over late (cu_service.spark.LATE_OPTIMIZATION),
-goes on for hundreds of runs (see docs/computing-units.md); on a machine of few
-cores that CPU is taken from the execution itself. So a unit, once registered, runs WARM_UP_WORKFLOW a number of
+CPU it costs once those compilations are done (about seventy small runs later, see
+docs/benchmarks.md), and on a machine of few cores that CPU is taken from the
+execution itself. So a unit, once registered, runs WARM_UP_WORKFLOW a number of
 times (TEXERA_LAKE_CU_WARM_UP_JOBS): compiled with the same checks as users'
 workflows, then written by the same kind of job as an output, except that each
 task encodes its rows as Parquet in memory and keeps nothing. It reads nothing

@@ -106,10 +106,9 @@ class ComputingUnitSettings(WarehouseClientSettings):
     )
     warm_up_jobs: int = setting(
         "WARM_UP_JOBS",
-        200,
+        60,
         "Small jobs a new unit runs while no execution is queued or running, so that the "
-        "JVM has compiled Spark's busiest code before users' workflows need it (some 35 s of "
-        "idle time on 2 cores); 0 for none.",
+        "JVM has compiled Spark's busiest code before users' workflows need it; 0 for none.",
         scoped=True,
     )
     target_file_size_bytes: int = setting(
