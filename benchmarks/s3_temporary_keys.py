@@ -9,7 +9,7 @@ keys issued, and again after each count of --keys. Printed: the endpoint's CPU t
 system, psutil) and the wall time per request, and each count's against the first (a ratio of
 1.0: the cost does not grow with the keys issued). Nothing is asserted.
 
-Run: .venv/bin/python -m benchmarks.s3_temporary_keys [--keys 2000,8000,20000] [--requests N]
+Run: .venv/bin/python -m benchmarks.s3_temporary_keys [--keys 2000,8000,20000]
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from service_runtime.ports import free_port
 HOST = "127.0.0.1"
 REQUESTS = 200
 OBJECT = "table/data.parquet"
-#: Keys asked for at once, on threads, while issuing.
-ISSUING_THREADS = 4
 
 
 @dataclass(frozen=True)
