@@ -205,17 +205,9 @@ def _temporary_key(
         raise CreateAccessKeyFailure(reason="InvalidToken")
 
 
-def _session_policy(key: AssumedRoleAccessKey) -> str | None:
-    """The session policy the temporary key was issued with, without statements' conditions;
-    None without one."""
-    issued = _TEMPORARY_KEYS.find(key._access_key_id)
-    if issued is None or not issued.policy:
-        return None
-    return _without_conditions(issued.policy)
-
-
 @functools.lru_cache(maxsize=1024)
 def _without_conditions(policy: str) -> str:
+    """A session policy without its statements' conditions (which moto cannot evaluate)."""
     document = json.loads(policy)
     statements = document.get("Statement", [])
     for statement in statements if isinstance(statements, list) else [statements]:
@@ -249,9 +241,14 @@ def _check_with_session_policy(request: IAMRequestBase, resource: str) -> None:
     key = request._access_key
     if not isinstance(key, AssumedRoleAccessKey):
         return
-    policy = _session_policy(key)
-    if policy is None:
-        return
+    issued = _TEMPORARY_KEYS.find(key._access_key_id)
+    if issued is None:  # forgotten (long expired) since moto found it: no session, no access
+        request._raise_access_denied()
+    elif issued.policy:
+        _check_session_policy(request, resource, _without_conditions(issued.policy))
+
+
+def _check_session_policy(request: IAMRequestBase, resource: str, policy: str) -> None:
     bucket_arn = resource.rstrip("/")
     if request._action == "s3:DeleteObject" and "/" not in bucket_arn.removeprefix("arn:aws:s3:::"):
         if not _allows_deleting_in(policy, bucket_arn):

@@ -163,3 +163,32 @@ def test_the_moto_internals_the_temporary_key_index_relies_on_are_there() -> Non
     assert "self.access_keys[key.physical_resource_id] = key" in inspect.getsource(
         type(iam_backends[DEFAULT_ACCOUNT_ID]["aws"]).create_temp_access_key
     )
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Request:
+    """What the session-policy check reads of moto's request."""
+
+    def __init__(self, key: AssumedRoleAccessKey) -> None:
+        self._access_key = key
+        self._action = "s3:GetObject"
+
+    def _raise_access_denied(self) -> None:
+        raise _Refused
+
+
+def test_a_temporary_key_forgotten_while_in_use_is_refused(
+    moto: tuple[Client, AccessKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key that leaves the index between moto's lookup and the session-policy check gets no
+    access: its session policy is no longer known, so the role's alone must not apply."""
+    role = _assume(900)
+    request = _Request(_key(role))
+    monkeypatch.setattr(moto_app, "MOTO_ROLE_CHECK", lambda request, resource: None)
+    moto_app._check_with_session_policy(request, "arn:aws:s3:::bucket/any")  # type: ignore[arg-type]
+    monkeypatch.setattr(moto_app._TEMPORARY_KEYS, "find", lambda access_key_id: None)
+    with pytest.raises(_Refused):
+        moto_app._check_with_session_policy(request, "arn:aws:s3:::bucket/any")  # type: ignore[arg-type]
