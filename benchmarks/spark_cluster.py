@@ -133,7 +133,12 @@ def main() -> None:
         tempfile.TemporaryDirectory() as logs,
         standalone_cluster(Path(logs)) as cluster,
         lake(
-            {**UNLIMITED, **UNTRACED, "TEXERA_LAKE_CU_SPARK_MASTER": cluster.master_url}
+            {
+                **UNLIMITED,
+                **UNTRACED,
+                "TEXERA_LAKE_CU_SPARK_MASTER": cluster.master_url,
+                "TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE": str(cluster.secret_file),
+            }
         ) as cluster_lake,
     ):
         clustered = measure(cluster_lake, sizes, check=on_both_workers(cluster, cluster_lake))

@@ -14,8 +14,9 @@ import traceback
 from collections.abc import Callable
 
 from pyspark import daemon
+from pyspark.util import handle_worker_exception
 
-from cu_service.sandbox import Sandbox
+from cu_service.sandbox import Sandbox, SandboxError
 
 #: The pyspark release line this adapter was written for.
 SUPPORTED = "4."
@@ -31,6 +32,9 @@ def run_workers_in(sandbox: Sandbox) -> None:
     def sandboxed(sock: socket.socket, authenticated: bool) -> int:
         try:
             status = sandbox.run_task()
+        except SandboxError as exc:  # in the keeper or the runner, before the task ran
+            refuse(sock, exc)
+            os._exit(1)
         except BaseException:
             traceback.print_exc()
             os._exit(1)
@@ -43,3 +47,17 @@ def run_workers_in(sandbox: Sandbox) -> None:
         return 0
 
     daemon.worker = sandboxed
+
+
+def refuse(sock: socket.socket, failure: SandboxError) -> None:
+    """Answers the JVM, instead of the task's output, that the task did not run and why: its
+    execution fails with that reason."""
+    with os.fdopen(os.dup(sock.fileno()), "wb") as answer:
+        handle_worker_exception(
+            SandboxError(
+                failure.errno,
+                f"the task's sandbox could not be made ({failure.strerror}); the task did not run",
+            ),
+            answer,
+            hide_traceback=True,
+        )

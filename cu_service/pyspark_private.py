@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from py4j.java_gateway import JavaClass
+from pyspark import SparkConf, SparkContext
 from pyspark.core.rdd import _load_from_socket  # type: ignore[attr-defined]
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -82,3 +83,10 @@ def stop_python_daemons(session: SparkSession) -> int:
         factories.next().stop()
         stopped += 1
     return stopped
+
+
+def launch_jvm(conf: SparkConf) -> None:
+    """Starts the driver's JVM (pyspark's py4j gateway) with conf on its command line, before
+    any session is made: the settings a session is made with later reach the JVM through py4j
+    alone, never on a command line that other processes can read."""
+    SparkContext._ensure_initialized(conf=conf)

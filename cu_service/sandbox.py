@@ -9,8 +9,12 @@ before. The runner, before any of users' code runs:
 
 - mounts a /proc of its own PID namespace: the unit's driver, its JVM, the daemon and every
   other task are not there to read (their memory, environment, command line, open files);
-- covers the unit's home (its secrets, Spark's files of every execution, its temporary files),
-  the shared temporary folders and /dev/shm with empty file systems of its own;
+- covers the unit's home (its secrets, Spark's files of every execution, its temporary files,
+  pyspark daemon's socket), the shared temporary folders and /dev/shm with empty file systems
+  of its own, wherever the interpreter and the unit's code live: what the task must run and
+  lies in a covered folder (a checkout under /tmp) is shown again, read-only, and whatever of
+  the unit's lies within that is covered again. A cover or a showing that cannot be made
+  fails the task before any of users' code runs;
 - gives up every capability (the new user namespace granted them) and the means to regain one
   (no new privileges), and is not dumpable;
 - counts its processes alone against the process limit (RLIMIT_NPROC is counted per user
@@ -27,6 +31,7 @@ Linux only, and only where unprivileged user namespaces are allowed: ``available
 from __future__ import annotations
 
 import ctypes
+import enum
 import os
 import resource
 import signal
@@ -40,10 +45,16 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
 _MS_NOEXEC = 0x8
+_MS_REMOUNT = 0x20
+_MS_NOATIME = 0x400
+_MS_NODIRATIME = 0x800
+_MS_BIND = 0x1000
 _MS_REC = 0x4000
+_MS_RELATIME = 0x200000
 _MS_PRIVATE = 0x40000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
@@ -53,10 +64,21 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _SYS_CLONE3 = 435  # the same number on every architecture
 _LAST_CAPABILITY = 63
 
-#: What a task runs: the interpreter, the packages and the unit's code (never covered).
+#: What a task runs: the interpreter, the packages and the unit's code (shown read-only where a
+#: cover would hide them).
 _NEEDED = (sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(__file__)))
 #: Folders every user of the machine shares, covered too.
-_SHARED = ("/tmp", "/dev/shm")  # noqa: S108 - covered, never written
+_SHARED = ("/tmp", "/var/tmp", "/dev/shm")  # noqa: S108 - covered, never written
+#: A mount's flags that statvfs(2) reports (ST_*) and that a read-only remount of a showing
+#: must keep (the kernel refuses to drop them in a user namespace), as mount(2)'s MS_* flags.
+_KEPT_FLAGS = {
+    os.ST_NOSUID: _MS_NOSUID,
+    os.ST_NODEV: _MS_NODEV,
+    os.ST_NOEXEC: _MS_NOEXEC,
+    os.ST_NOATIME: _MS_NOATIME,
+    os.ST_NODIRATIME: _MS_NODIRATIME,
+    os.ST_RELATIME: _MS_RELATIME,
+}
 _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 _PYTHON: Any = ctypes.pythonapi
 #: The user namespace of the process that imported this module (pyspark's daemon, before it
@@ -68,36 +90,49 @@ class SandboxError(OSError):
     """A step of entering the sandbox failed; the message names it."""
 
 
+class Layer(enum.Enum):
+    """What the runner mounts on a folder."""
+
+    #: An empty file system of the task's own.
+    COVER = "cover"
+    #: The folder as it is outside, read-only, back in view within a cover.
+    SHOW = "show"
+
+
 @dataclass(frozen=True)
 class Sandbox:
-    """What a task's runner covers up, and how much room its own temporary files get."""
+    """What a task's runner covers up and shows again, and how much room its own temporary
+    files get."""
 
     #: The task's home, in a covered folder: HOME, and TMPDIR below it.
     home: str
-    #: Folders covered with an empty file system, the home in one of them.
-    hidden: tuple[str, ...]
-    #: Size of each covering file system (tmpfs pages count as the runner's memory).
+    #: What the runner mounts, in order: a folder's layer is mounted after those of the
+    #: folders that hold it.
+    layers: tuple[tuple[str, Layer], ...]
+    #: Room for all the covers' files together (tmpfs pages count as the runner's memory,
+    #: and the unit's).
     scratch_bytes: int
     #: Processes and threads the task may have at once.
     processes: int
 
     @classmethod
     def for_unit(cls, home: str, scratch_bytes: int, processes: int) -> Sandbox:
-        """Covers the unit's home and temporary folders and the folders every user of the
-        machine shares, but for those that hold what the task runs (a unit started by hand
-        may have its interpreter in its home); the task's home is the unit's if covered by a
-        file system of its own, else the covered /tmp."""
-        folders = [home, os.environ.get("TMPDIR", ""), *_spark_dirs(), *_SHARED]
-        needed = [os.path.realpath(p) for p in _NEEDED]
-        hidden = tuple(
-            folder
-            for folder in _outermost(folders)
-            if not any(_within(path, folder) for path in needed)
-        )
+        """Covers the unit's home and temporary folders, Spark's and the folders every user
+        of the machine shares, and shows again what the task runs where a cover hides it;
+        the task's home is the unit's if covered by a file system of its own, else the
+        covered /tmp."""
+        hidden = _existing([home, os.environ.get("TMPDIR", ""), *_spark_dirs(), *_SHARED])
+        layers = _layers(hidden, _existing(_NEEDED))
+        covers = [path for path, layer in layers if layer is Layer.COVER]
         home = os.path.realpath(home) if home else ""
-        if home not in hidden:  # not made again within a covered folder: nothing to list
-            home = next((f for f in hidden if f == os.path.realpath(_SHARED[0])), "")
-        return cls(home, hidden, scratch_bytes, processes)
+        if home not in covers:  # not made again within a covered folder: nothing to list
+            home = next((f for f in covers if f == os.path.realpath(_SHARED[0])), "")
+        return cls(home, layers, scratch_bytes, processes)
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The folders covered with an empty file system."""
+        return tuple(path for path, layer in self.layers if layer is Layer.COVER)
 
     def run_task(self) -> int | None:
         """Called in the keeper for each task: forks the runner, the first process of a new
@@ -136,14 +171,19 @@ class Sandbox:
         _check(_LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWIPC), "unshare(mount and IPC namespaces)")
         _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
         _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-        for folder in self.hidden:
-            _mount(
-                "tmpfs",
-                folder,
-                "tmpfs",
-                _MS_NOSUID | _MS_NODEV,
-                f"size={self.scratch_bytes},mode=0700",
-            )
+        # Opened before any cover hides them: a showing is mounted from what is open.
+        shown = {
+            path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            for path, layer in self.layers
+            if layer is Layer.SHOW
+        }
+        cover_bytes = max(1, self.scratch_bytes // max(1, len(self.hidden)))
+        for folder, layer in self.layers:
+            if layer is Layer.COVER:
+                options = f"size={cover_bytes},mode=0700"
+                _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+            else:
+                _show_read_only(shown.pop(folder), folder)
         if self.home:
             temporary = os.path.join(self.home, "tmp")
             os.makedirs(temporary, exist_ok=True)
@@ -162,13 +202,43 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + os.sep)
 
 
-def _outermost(folders: Iterable[str]) -> tuple[str, ...]:
-    """The folders that exist, resolved, without those within another of them (covering the
-    outer one covers them too)."""
-    found = {os.path.realpath(f) for f in folders if f and os.path.isdir(f)}
-    return tuple(
-        sorted(f for f in found if not any(f.startswith(other + os.sep) for other in found))
-    )
+def _existing(folders: Iterable[str]) -> set[str]:
+    """The folders that exist, resolved."""
+    return {os.path.realpath(f) for f in folders if f and os.path.isdir(f)}
+
+
+def _layers(hidden: set[str], needed: set[str]) -> tuple[tuple[str, Layer], ...]:
+    """The mounts that hide every hidden folder and keep every needed one in view, outer
+    folders first. A folder is in view unless the latest layer on it or on a folder holding
+    it is a cover; a needed folder that is also hidden stays in view (the task could not
+    run without it)."""
+    layers: list[tuple[str, Layer]] = []
+
+    def in_view(path: str) -> bool:
+        over = [layer for folder, layer in layers if _within(path, folder)]
+        return not over or over[-1] is Layer.SHOW
+
+    for path in sorted(hidden | needed, key=lambda p: (p.count(os.sep), p)):
+        if path in needed:
+            if not in_view(path):
+                layers.append((path, Layer.SHOW))
+        elif in_view(path):
+            layers.append((path, Layer.COVER))
+    return tuple(layers)
+
+
+def _show_read_only(opened: int, folder: str) -> None:
+    """Mounts the folder open as opened back on its path, read-only: within a cover, whose
+    file system the runner may write, the path is made first."""
+    flags = _MS_NOSUID | _MS_NODEV
+    kept = os.fstatvfs(opened).f_flag
+    for reported, flag in _KEPT_FLAGS.items():
+        if kept & reported:
+            flags |= flag
+    os.makedirs(folder, exist_ok=True)
+    _mount(f"/proc/self/fd/{opened}", folder, None, _MS_BIND | _MS_REC)
+    os.close(opened)
+    _mount("none", folder, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
 
 
 def _check(result: int, what: str) -> None:

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import cu_service
-from cu_service import pyspark_private, sandbox, worker_daemon
+from cu_service import pyspark_private, sandbox, spark_security, worker_daemon
 from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
@@ -181,41 +182,48 @@ def start_spark(
     os.environ["SPARK_LAUNCHER_OPTS"] = NO_PERF_DATA
     encoded = (confinement or worker_confinement(settings)).encode()
     os.environ[worker_daemon.VARIABLE] = encoded  # local mode: the JVM's own environment
-    builder = (
-        SparkSession.builder.master(settings.spark_master)
-        .appName(f"texera-lake-{settings.computing_unit_id}")
-        .config("spark.driver.memory", settings.spark_driver_memory)
-        .config("spark.scheduler.mode", "FAIR")
-        .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+    local = is_local(settings.spark_master)
+    options = {
+        "spark.master": settings.spark_master,
+        "spark.app.name": f"texera-lake-{settings.computing_unit_id}",
+        "spark.driver.memory": settings.spark_driver_memory,
+        "spark.scheduler.mode": "FAIR",
+        "spark.sql.session.timeZone": SESSION_TIME_ZONE,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         # Workers are kept for the next task; in a sandboxed unit each task runs in a process
         # forked for it alone (cu_service.sandbox), so nothing one task leaves reaches the next.
-        .config("spark.python.worker.reuse", "true")
+        "spark.python.worker.reuse": "true",
         # Shuffle and spill files are encrypted with a key of the JVM's, and broadcasts reach
         # Python workers through a socket, not a file: a task needs none of Spark's files.
-        .config("spark.io.encryption.enabled", "true")
-        .config("spark.python.use.daemon", "true")
-        .config("spark.python.daemon.module", worker_daemon.__name__)
-        .config(f"spark.executorEnv.{worker_daemon.VARIABLE}", encoded)  # a cluster's
+        "spark.io.encryption.enabled": "true",
+        "spark.python.use.daemon": "true",
+        "spark.python.daemon.module": worker_daemon.__name__,
+        f"spark.executorEnv.{worker_daemon.VARIABLE}": encoded,  # a cluster's
         # Spark keeps a daemon per distinct worker environment, and adds this variable to that
         # of SQL's Python functions only: set for all, every Python function of the unit (SQL's,
         # the writer's mapInArrow, the workflow's own) shares one daemon, which holds some
         # 110 MiB of preloaded modules.
-        .config(f"spark.executorEnv.{SIMPLIFIED_TRACEBACK}", "1")
+        f"spark.executorEnv.{SIMPLIFIED_TRACEBACK}": "1",
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
-        .config("spark.executor.killOnFatalError.depth", "0")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        "spark.executor.killOnFatalError.depth": "0",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
-        .config("spark.sql.runSQLOnFiles", "false")
-    )
+        "spark.sql.runSQLOnFiles": "false",
+        **spark_security.listener_settings(local),
+    }
     if java_options := driver_java_options(settings):
-        builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    if is_local(settings.spark_master):  # executions set theirs (shuffle_partitions)
-        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+        options["spark.driver.extraJavaOptions"] = java_options
+    if local:  # executions set theirs (shuffle_partitions)
+        options["spark.sql.shuffle.partitions"] = str(2 * (os.cpu_count() or 2))
     try:
-        spark = builder.getOrCreate()
+        # The JVM starts with these settings on its command line; a cluster's secret reaches
+        # it afterwards, with the session's settings, through py4j.
+        pyspark_private.launch_jvm(SparkConf().setAll(options.items()))
+        if not local:
+            options[spark_security.SECRET_KEY] = settings.spark_auth_secret
+        spark = SparkSession.builder.config(map=options).getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so in one line
         raise ConfigError(f"Spark could not start: {str(exc).splitlines()[0]}") from exc
     spark.sparkContext.setLogLevel("ERROR")

@@ -32,6 +32,11 @@ from cu_service.sandbox import Sandbox
 
 #: The environment variable that carries the confinement from the unit to the daemon.
 VARIABLE = "TEXERA_LAKE_WORKER_CONFINEMENT"
+#: Secrets an executor's environment hands its Python daemon: a standalone cluster's
+#: (Spark's SecurityManager.ENV_AUTH_SECRET), and the key to a daemon on a loopback port.
+INHERITED_SECRETS = ("_SPARK_AUTH_SECRET", "PYTHON_WORKER_FACTORY_SECRET")
+#: Set by Spark when its daemon listens on a UNIX socket.
+_UNIX_SOCKET = "PYTHON_UNIX_DOMAIN_ENABLED"
 #: Archives Spark puts on the Python path.
 _ARCHIVES = (".zip", ".jar")
 #: What the unit's tasks import: the writer's, users' functions' and table sources' code, and
@@ -124,7 +129,24 @@ def preload() -> None:
     gc.freeze()
 
 
+def without_inherited_secrets() -> None:
+    """Starts this daemon again, the same process, without the secrets its environment
+    inherited: a worker forked from it, so every task, would find them in its own memory
+    (an environment block outlives os.environ's entry). Refuses a daemon on a loopback port,
+    whose secret every task would need to hold; Spark serves it on a UNIX socket
+    (cu_service.spark_security)."""
+    if os.environ.get(_UNIX_SOCKET) != "true":
+        raise SystemExit(
+            "pyspark's daemon must listen on a UNIX socket (spark.python.unix.domain.socket"
+            ".enabled): on a loopback port every task would hold the secret that reaches it"
+        )
+    if any(name in os.environ for name in INHERITED_SECRETS):
+        clean = {k: v for k, v in os.environ.items() if k not in INHERITED_SECRETS}
+        os.execve(sys.executable, sys.orig_argv, clean)  # noqa: S606 - this very command
+
+
 def main() -> None:
+    without_inherited_secrets()
     confinement = Confinement.decode(os.environ.pop(VARIABLE))
     unit_home = os.environ.get("HOME", "")  # the unit's, before apply() gives the workers'
     confinement.apply()

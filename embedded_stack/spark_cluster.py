@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -32,6 +33,9 @@ SPARK_HOME = Path(pyspark.__file__).parent
 class Cluster:
     master_url: str
     ui_url: str
+    #: The file (mode 0600) holding the secret the cluster's JVMs share: what a registry's
+    #: TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE names for the units it runs on this cluster.
+    secret_file: Path
 
     def state(self) -> dict[str, Any]:
         """The master's view of the cluster, from its web UI's JSON."""
@@ -54,8 +58,11 @@ class Cluster:
         return application
 
 
-def _spark_process(name: str, main_class: str, args: list[str], logs: Path) -> ManagedProcess:
-    """A master or worker JVM, run by the PySpark package's spark-class."""
+def _spark_process(
+    name: str, main_class: str, args: list[str], logs: Path, properties: Path
+) -> ManagedProcess:
+    """A master or worker JVM, run by the PySpark package's spark-class, with the cluster's
+    settings from the properties file (its secret among them: never on a command line)."""
     env = {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
@@ -63,8 +70,33 @@ def _spark_process(name: str, main_class: str, args: list[str], logs: Path) -> M
         "PYTHONPATH": str(PROJECT_ROOT),
         "SPARK_LOCAL_IP": HOST,
     }
-    argv = [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args]
+    argv = [
+        str(SPARK_HOME / "bin" / "spark-class"),
+        main_class,
+        *args,
+        *("--properties-file", str(properties)),
+    ]
     return ManagedProcess(name, argv, logs / f"{name}.log", env=env)
+
+
+def _secured(logs: Path) -> tuple[Path, Path]:
+    """The cluster's secret (a file of its own, for units) and its daemons' properties: Spark's
+    authentication and encryption on every connection, with that secret. Both mode 0600."""
+    secret = secrets.token_urlsafe(32)
+    secret_file, properties = logs / "spark-auth-secret", logs / "spark-cluster.properties"
+    for path, text in (
+        (secret_file, secret),
+        (
+            properties,
+            "spark.authenticate true\n"
+            "spark.network.crypto.enabled true\n"
+            "spark.network.crypto.saslFallback false\n"
+            f"spark.authenticate.secret {secret}\n",
+        ),
+    ):
+        path.touch(mode=0o600)
+        path.write_text(text)
+    return secret_file, properties
 
 
 @contextlib.contextmanager
@@ -74,13 +106,15 @@ def standalone_cluster(
     """A master and workers of the given cores and memory each, their logs and work folders
     under logs; stopped on exit."""
     port, ui_port = free_port(HOST), free_port(HOST)
-    found = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}")
+    secret_file, properties = _secured(logs)
+    found = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", secret_file)
     processes = [
         _spark_process(
             "spark-master",
             "org.apache.spark.deploy.master.Master",
             ["--host", HOST, "--port", str(port), "--webui-port", str(ui_port)],
             logs,
+            properties,
         )
     ]
     try:
@@ -97,6 +131,7 @@ def standalone_cluster(
                         found.master_url,
                     ],
                     logs,
+                    properties,
                 )
             )
         wait_until(

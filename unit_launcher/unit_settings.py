@@ -69,6 +69,15 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "the master of every unit it launches as a process (else local[<the unit's cores>]).",
         scoped=True,
     )
+    spark_auth_secret: str = setting(
+        "SPARK_AUTH_SECRET",
+        "",
+        "The secret a Spark standalone cluster's master, workers and applications share "
+        "(spark.authenticate.secret on the cluster's own daemons). Required with a cluster's "
+        "SPARK_MASTER; in local mode the unit's JVM makes a secret of its own.",
+        secret=True,
+        scoped=True,
+    )
     spark_driver_memory: str = setting(
         "SPARK_DRIVER_MEMORY", "2g", "Memory of the Spark driver JVM.", scoped=True
     )
@@ -249,6 +258,11 @@ class ComputingUnitSettings(WarehouseClientSettings):
     def validate(self) -> None:
         super().validate()
         self.require("credential")
+        if not self.spark_master.startswith("local") and not self.spark_auth_secret:
+            raise ConfigError(
+                f"{self.variable_of('spark_auth_secret')} must be set: Spark's listeners on a "
+                "cluster take only connections that know the cluster's secret"
+            )
         if not 1 <= self.capacity <= 1000:
             raise ConfigError("TEXERA_LAKE_CU_CAPACITY must be 1 to 1000")
         if self.target_file_size_bytes < 1024 * 1024:

@@ -49,7 +49,7 @@ from warehouse_service.store.work_queue import Queue
 from warehouse_service.units.unit_certificates import UnitCertificates
 from warehouse_service.units.unit_credentials import UnitCredentials
 from warehouse_service.units.unit_pool import UnitPool
-from warehouse_service.units.unit_port import unit_port, unit_trust
+from warehouse_service.units.unit_port import spark_cluster_secret, unit_port, unit_trust
 from warehouse_service.units.unit_supervisor import UnitSupervisor, unit_settings
 
 #: How often the unit supervisor looks over the units.
@@ -301,6 +301,7 @@ def unit_supervisor(
         shared_secrets={
             **(settings.sql_catalog_secrets() if settings.mode is CatalogMode.GLOBAL_SQL else {}),
             **unit_trust(settings),
+            **spark_cluster_secret(os.environ),
         },
         idle_seconds=settings.unit_idle_seconds,
         start_timeout_seconds=settings.unit_start_timeout_seconds,

@@ -44,7 +44,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture(scope="module")
 def cluster_stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     settings = StackSettings(state_dir=str(tmp_path_factory.mktemp("cluster-stack")))
-    env = {**TEST_STACK_ENV, "TEXERA_LAKE_CU_SPARK_MASTER": cluster.master_url}
+    env = {
+        **TEST_STACK_ENV,
+        "TEXERA_LAKE_CU_SPARK_MASTER": cluster.master_url,
+        "TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE": str(cluster.secret_file),
+    }
     with Stack(settings, ephemeral_ports=True, service_env=env) as running:
         yield running
 

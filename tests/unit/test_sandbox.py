@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from cu_service import sandbox
-from cu_service.sandbox import Sandbox
+from cu_service.sandbox import Layer, Sandbox, _layers
+from service_runtime.processes import let_others_traverse
 
 needs_namespaces = pytest.mark.skipif(
     sandbox.available() is not None, reason="no user namespaces here"
@@ -28,7 +29,8 @@ NOBODY = 65534
 #: A task that reports what it sees, then leaves sleeping children behind.
 TASK = r"""
 import ctypes, json, os, resource, sys
-from cu_service.sandbox import Sandbox
+from cu_service.sandbox import Layer, Sandbox, _layers
+from service_runtime.processes import let_others_traverse
 home, marker = sys.argv[1], sys.argv[2]
 status = Sandbox.for_unit(home, 4 << 20, 12).run_task()
 if status is not None:
@@ -68,19 +70,36 @@ def test_a_unit_home_inside_a_shared_folder_is_covered_with_it(tmp_path: Path) -
     assert Sandbox.for_unit("/no/such/home", 1 << 20, 8).home == str(Path("/tmp").resolve())
 
 
-def test_a_folder_that_holds_what_tasks_run_is_never_covered() -> None:
+def test_a_folder_that_holds_what_tasks_run_is_covered_and_what_they_run_shown_again() -> None:
     interpreter_home = str(Path(sys.base_prefix).resolve().parent)
     box = Sandbox.for_unit(interpreter_home, 1 << 20, 8)
-    for needed in (sys.base_prefix, sys.prefix):
-        resolved = str(Path(needed).resolve())
-        assert not [f for f in box.hidden if resolved == f or resolved.startswith(f + os.sep)]
-    assert box.home != interpreter_home
+    assert (interpreter_home, Layer.COVER) in box.layers
+    shown = str(Path(sys.base_prefix).resolve())
+    assert box.layers.index((shown, Layer.SHOW)) > box.layers.index((interpreter_home, Layer.COVER))
+    assert box.home == interpreter_home  # covered by a file system of its own: the task's home
+
+
+def test_a_checkout_under_tmp_is_shown_again_and_the_unit_inside_it_covered_again() -> None:
+    checkout = "/tmp/c"  # noqa: S108 - paths only, nothing is made
+    unit = f"{checkout}/.stack/units/u"
+    layers = _layers(
+        hidden={"/tmp", "/dev/shm", unit, f"{unit}/tmp", f"{unit}/spark"},  # noqa: S108
+        needed={f"{checkout}/.venv", checkout, "/usr"},
+    )
+    assert layers == (
+        ("/tmp", Layer.COVER),  # noqa: S108
+        ("/dev/shm", Layer.COVER),
+        (checkout, Layer.SHOW),
+        (unit, Layer.COVER),
+    )
 
 
 @needs_namespaces
 def test_a_task_sees_only_itself_and_leaves_nothing_behind() -> None:
     # Run as an unprivileged user, as tasks are: the process limit does not bind root.
     demote = os.geteuid() == 0
+    if demote:  # as the stack does for its units' users
+        let_others_traverse(Path(sys.executable).resolve().parents)
     with tempfile.TemporaryDirectory(prefix="unit-") as folder:
         home = Path(folder)
         home.chmod(0o755)
@@ -121,3 +140,62 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+#: A task of a unit whose checkout (interpreter, packages, code, the unit's home) lies in /tmp.
+TASK_IN_TMP = r"""
+import json, os, sys
+from cu_service.sandbox import Sandbox
+home = sys.argv[1]
+status = Sandbox.for_unit(home, 4 << 20, 12).run_task()
+if status is not None:
+    sys.exit(status)
+print(json.dumps({
+    "home": os.path.isdir(home) and sorted(os.listdir(home)),
+    "code": os.path.isfile(os.path.join(os.path.dirname(home), "cu_service", "sandbox.py")),
+    "read_only": [bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in (sys.prefix, os.environ["PYTHONPATH"])],
+}), flush=True)
+os._exit(0)
+"""
+
+
+@needs_namespaces
+def test_a_unit_checked_out_under_tmp_runs_its_code_read_only_and_hides_its_home() -> None:
+    demote = os.geteuid() == 0
+    with tempfile.TemporaryDirectory(prefix="checkout-", dir="/tmp") as folder:  # noqa: S108
+        checkout = Path(folder)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(checkout / "venv")], check=True
+        )
+        (checkout / "cu_service").mkdir()
+        (checkout / "cu_service" / "__init__.py").write_text("")
+        (checkout / "cu_service" / "sandbox.py").write_text(Path(sandbox.__file__).read_text())
+        home = checkout / "unit"
+        (home / "secrets").mkdir(parents=True)
+        (home / "secrets" / "credential").write_text("not for users' code")
+        for path in (checkout, *checkout.rglob("*")):
+            if path.is_symlink():
+                continue  # the venv's interpreter: a link to the one this test runs
+            path.chmod(0o755 if path.is_dir() else 0o644)
+            if demote and path.is_relative_to(home):
+                os.chown(path, NOBODY, NOBODY)
+        if demote:
+            let_others_traverse(Path(sys.executable).resolve().parents)
+        done = subprocess.run(
+            [str(checkout / "venv" / "bin" / "python"), "-c", TASK_IN_TMP, str(home)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd="/",
+            env={"PYTHONPATH": str(checkout), "PATH": os.environ["PATH"]},
+            user=NOBODY if demote else None,
+            group=NOBODY if demote else None,
+            extra_groups=[] if demote else None,
+        )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # Covered again within the shown checkout: the task's own home, holding its TMPDIR alone.
+    assert seen["home"] == ["tmp"], "the unit's home is covered within the shown checkout"
+    assert seen["code"] is True, "the unit's code is in view"
+    assert seen["read_only"] == [True, True], "the interpreter's and the code's folders"

@@ -15,7 +15,7 @@ hands each unit it launches, and verify the registry's certificate against it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -27,6 +27,7 @@ from service_runtime.context import identity_var
 from service_runtime.errors import ServiceError
 from service_runtime.server import ServiceBinding, ServiceProcess
 from service_runtime.tls.peers import CallCheck
+from unit_launcher.unit_settings import ComputingUnitSettings
 from warehouse_service.settings import WarehouseServiceSettings
 from warehouse_service.store.unit_launches import UnitLaunches
 from warehouse_service.units.unit_certificates import unit_secret
@@ -95,3 +96,17 @@ def unit_trust(settings: WarehouseServiceSettings) -> dict[str, str]:
     # Handed over as the launcher hands secrets: a file of the unit's, named by <variable>_FILE.
     uses = ["tls_ca_bundle", *(["tls_client_ca"] if settings.unit_issuer_certificate else [])]
     return {unit_secret(use): ca_bundle for use in uses}
+
+
+def spark_cluster_secret(environ: Mapping[str, str]) -> dict[str, str]:
+    """The secret of the Spark cluster that units run on, read from the file that
+    TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE names in the registry's environment, handed to each
+    unit as a file of its own; none when units run Spark in their own JVM."""
+    variable = ComputingUnitSettings.variable_of("spark_auth_secret")
+    path = environ.get(f"{variable}_FILE", "")
+    if not path:
+        return {}
+    try:
+        return {variable: read_setting_file(path, f"{variable}_FILE", secret=True).decode()}
+    except ValueError as exc:
+        raise ConfigError(f"cannot hand units the Spark cluster's secret: {exc}") from exc
