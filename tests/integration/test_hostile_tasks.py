@@ -44,7 +44,7 @@ pytestmark = [
 
 #: The scan, as a user's function: one row of what it found.
 SCAN = r'''
-import os, re, socket, stat
+import os, re, socket, stat, struct
 import pyarrow as pa
 
 JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
@@ -90,18 +90,86 @@ def files_of(pid):
         pass
     return found
 
-def listening_ports():
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+def listeners():
+    """(host, port) of every listening TCP socket the task's network shows, any address."""
+    found = set()
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
         try:
             rows = open(table).read().splitlines()[1:]
         except OSError:
             continue
         for row in rows:
             local, state = row.split()[1], row.split()[3]
-            if state == "0A":
-                ports.add(int(local.split(":")[1], 16))
-    return sorted(ports)
+            if state != "0A":
+                continue
+            address, port = local.split(":")
+            raw = bytes.fromhex(address)
+            # /proc/net shows each 32-bit word of the address in the host's byte order.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            host = socket.inet_ntop(family, raw)
+            if host in ("0.0.0.0", "::"):
+                host = "127.0.0.1"
+            found.add((host.removeprefix("::ffff:"), int(port, 16)))
+    return sorted(found)
+
+def spark_serves(host, port):
+    """Asks as Spark's own client would, without authenticating, for the first broadcast
+    blocks (OpenBlocks in an RpcRequest frame). A listener that answers with blocks (an
+    RpcResponse), or that deserialized the request as a Java object (Spark's RPC), serves
+    whoever asks; one that asks for authentication first answers neither."""
+    def text(value):
+        data = value.encode()
+        return struct.pack(">i", len(data)) + data
+    blocks = [f"broadcast_{i}_piece0" for i in range(8)]
+    body = (b"\x00" + text("app") + text("driver") + struct.pack(">i", len(blocks))
+            + b"".join(text(b) for b in blocks))
+    frame = struct.pack(">qbqi", 21 + len(body), 3, 7, len(body)) + body
+    try:
+        with socket.create_connection((host, port), timeout=2) as s:
+            s.settimeout(2)
+            s.sendall(frame)
+            answer = b""
+            while len(answer) < 4096:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+    except OSError:  # refused, closed or silent
+        return False
+    if len(answer) < 9 or answer[8] not in (4, 5):
+        return False
+    return answer[8] == 4 or b"ObjectInputStream" in answer or b"StreamCorrupted" in answer
+
+def daemon_sockets_reached():
+    """The UNIX sockets the machine shows (/proc/net/unix) that the task could connect to:
+    pyspark's daemon forks a worker for whoever connects to its own."""
+    reached = []
+    try:
+        rows = open("/proc/net/unix").read().splitlines()[1:]
+    except OSError:
+        return reached
+    for row in rows:
+        fields = row.split()
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(1)
+                s.connect(fields[7])
+                reached.append(fields[7])
+        except OSError:
+            pass
+    return reached
+
+def secrets_in_environment():
+    """Names in the task's environment, as Python sees it and as the process started with,
+    that name a secret."""
+    named = set(os.environ)
+    try:
+        named |= {e.split(b"=")[0].decode() for e in open("/proc/self/environ", "rb").read().split(b"\0") if e}
+    except OSError:
+        pass
+    return sorted(n for n in named if "SECRET" in n.upper() or "TOKEN" in n.upper())
 
 def drives_the_jvm(port):
     """A py4j call without the gateway's secret: the answer of a JVM that obeys starts !y."""
@@ -121,14 +189,17 @@ def process(batches):
     for pid in pids:
         tokens.update(memory_of(pid) + files_of(pid))
     home = os.environ.get("HOME", "/")
-    ports = listening_ports()
+    found = listeners()
     yield pa.RecordBatch.from_pydict({
         "pid": [os.getpid()],
         "pids": [",".join(pids)],
         "home": [",".join(sorted(os.listdir(home)))],
         "tokens": ["\n".join(sorted(t.decode() for t in tokens))],
-        "ports": [len(ports)],
-        "driven": [any(drives_the_jvm(p) for p in ports)],
+        "ports": [len(found)],
+        "driven": [any(drives_the_jvm(p) for h, p in found if h == "127.0.0.1")],
+        "spark_served": [",".join(f"{h}:{p}" for h, p in found if spark_serves(h, p))],
+        "daemons": [",".join(daemon_sockets_reached())],
+        "secrets": [",".join(secrets_in_environment())],
     })
 '''
 SCAN_COLUMNS = [
@@ -138,6 +209,9 @@ SCAN_COLUMNS = [
     ("tokens", "string"),
     ("ports", "bigint"),
     ("driven", "boolean"),
+    ("spark_served", "string"),
+    ("daemons", "string"),
+    ("secrets", "string"),
 ]
 FORK_BOMB = "import os\ndef process(batches):\n    while True:\n        os.fork()\n    yield\n"
 
@@ -164,6 +238,9 @@ def assert_found_nothing_of_others(row: dict[str, Any], user_id: str) -> None:
     assert row["home"] in ("", "tmp"), "the unit's home is not the task's to read"
     assert row["ports"] > 0, "the scan saw the loopback listeners, the JVM's among them"
     assert row["driven"] is False
+    assert row["spark_served"] == "", "a Spark listener served a task that did not authenticate"
+    assert row["daemons"] == "", "a UNIX socket (pyspark's daemon's) is within the task's reach"
+    assert row["secrets"] == "", "the task's environment names a secret"
     for token in filter(None, row["tokens"].split("\n")):
         held = claims(token)
         assert "UNIT" not in json.dumps(held).upper(), held
