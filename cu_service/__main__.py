@@ -83,8 +83,11 @@ def build() -> ServiceProcess:
         manager = ExecutionManager(spark, registry, catalogs, settings, tls=tls)
         closers.append(spark.stop)
         endpoint = settings.address(settings.port)
-        # Sandboxed tasks of a unit that shares its OS user could still read that user's files.
-        confined = confinement[0].sandboxed and not settings.shares_os_user
+        # Sandboxed tasks of a unit that shares its OS user could still read that user's files;
+        # an unbounded unit's processes could outlive it and hold memory without bound.
+        confined = (
+            confinement[0].sandboxed and not settings.shares_os_user and settings.processes_bounded
+        )
         interval = await register(registry, endpoint, settings.capacity, workers_confined=confined)
         parts.manager, parts.registry = manager, registry
         heartbeat = HeartbeatThread(

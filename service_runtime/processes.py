@@ -54,16 +54,46 @@ def ensure_system_user(name: str) -> pwd.struct_passwd:
 
 
 def remove_system_user(name: str) -> None:
-    """Removes the system user name (and its group) if it exists; needs root. A user whose
-    processes still run is left, to be removed next time."""
+    """Removes the system user name (and its group) if it exists; needs root. userdel refuses
+    while a process runs as the user: what still does (its owner should have ended them all)
+    is killed, and userdel tried again. ProcessFailed if the user remains."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    deadline = time.monotonic() + 5.0
+    while True:
+        removed = subprocess.run(["userdel", name], check=False, capture_output=True)
+        # 6: removed meanwhile; 8: the user is still logged in (its processes run).
+        if removed.returncode not in (0, 6, 8):
+            raise ProcessFailed(
+                f"cannot remove system user {name}: {removed.stderr.decode()[:300]}"
+            )
+        if removed.returncode != 8 or time.monotonic() > deadline:
+            break
+        kill_processes_of(uid)
+        time.sleep(0.05)  # killed processes are gone once reaped
+    if _user_exists(name):
+        raise ProcessFailed(f"system user {name} remains: {removed.stderr.decode()[:300]}")
+
+
+def _user_exists(name: str) -> bool:
     try:
         pwd.getpwnam(name)
     except KeyError:
-        return
-    removed = subprocess.run(["userdel", name], check=False, capture_output=True)
-    # 8: the user is still logged in (its processes run).
-    if removed.returncode not in (0, 6, 8):
-        raise ProcessFailed(f"cannot remove system user {name}: {removed.stderr.decode()[:300]}")
+        return False
+    return True
+
+
+def kill_processes_of(uid: int) -> None:
+    """Kills every process whose real, effective, saved or file-system user is uid."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uids = next(line for line in status.read_text().splitlines() if line[:4] == "Uid:")
+            if str(uid) in uids.split()[1:]:
+                os.kill(int(status.parent.name), signal.SIGKILL)
+        except (OSError, StopIteration):  # ended meanwhile
+            continue
 
 
 def let_others_traverse(folders: Iterable[Path]) -> None:

@@ -25,23 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service_runtime.config import ConfigError
+from unit_launcher.cgroups import (
+    GROUP_PREFIX,
+    LEFTOVER_AGE_SECONDS,
+    CgroupsUnavailable,
+    v1_base,
+    v2_base,
+    write,
+)
 
 log = logging.getLogger("unit_launcher.cpu_groups")
 
-#: A unit's group is named this, then the unit's id.
-GROUP_PREFIX = "texera-lake-unit-"
 #: Modes of TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS.
 MODES = ("auto", "on", "off")
-#: A unit's group older than this with no process in it was left by a registry that ended
-#: without removing it (killed): a group is made for a process about to be put in it, and
-#: removed once that process has gone.
-LEFTOVER_AGE_SECONDS = 600.0
-_MOUNTS = Path("/proc/self/mountinfo")
-_OWN_GROUPS = Path("/proc/self/cgroup")
-
-
-class CpuGroupsUnavailable(Exception):
-    """No cgroup cpu controller this process may manage; the message says what is missing."""
 
 
 @dataclass(frozen=True)
@@ -64,18 +60,18 @@ class CpuGroups:
 
     @classmethod
     def find(cls) -> CpuGroups:
-        """The units' groups' place: this process's own cgroup; CpuGroupsUnavailable if no
+        """The units' groups' place: this process's own cgroup; CgroupsUnavailable if no
         group can be made there."""
         problems = []
         for finder in (_v2_base, _v1_base):
             try:
                 base, version = finder()
                 (base / "cgroup.procs").stat()
-            except (OSError, CpuGroupsUnavailable) as exc:
+            except (OSError, CgroupsUnavailable) as exc:
                 problems.append(str(exc))
                 continue
             return cls(base, version)
-        raise CpuGroupsUnavailable("; ".join(problems))
+        raise CgroupsUnavailable("; ".join(problems))
 
     def group_of(self, unit_id: str) -> Path:
         return self.base / f"{GROUP_PREFIX}{unit_id}"
@@ -84,8 +80,8 @@ class CpuGroups:
         """Puts the process pid in the unit's group, made now and weighted by cores."""
         group = self.group_of(unit_id)
         group.mkdir(exist_ok=True)
-        _write(group / self._version.weight_file, str(max(1, cores) * self._version.per_core))
-        _write(group / "cgroup.procs", str(pid))
+        write(group / self._version.weight_file, str(max(1, cores) * self._version.per_core))
+        write(group / "cgroup.procs", str(pid))
 
     def remove_leftovers(self) -> int:
         """Removes the units' groups beside this registry that are older than
@@ -118,46 +114,12 @@ class CpuGroups:
         log.warning("a unit's cgroup is still busy; left", extra={"unit_id": unit_id})
 
 
-def _write(path: Path, value: str) -> None:
-    descriptor = os.open(path, os.O_WRONLY)
-    try:
-        os.write(descriptor, value.encode())
-    finally:
-        os.close(descriptor)
-
-
-def _own_group(controller: str) -> str:
-    """This process's cgroup path in the hierarchy of controller ("" for v2's)."""
-    for line in _OWN_GROUPS.read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            return path
-    raise CpuGroupsUnavailable(f"this process is in no {controller or 'v2'} cgroup")
-
-
-def _mount_of(fstype: str, option: str) -> Path:
-    """Where the cgroup file system of fstype (with option among its super options) is."""
-    for line in _MOUNTS.read_text().splitlines():
-        fields, _, tail = line.partition(" - ")
-        kind, _, options = tail.split(" ")[:3]
-        if kind == fstype and (not option or option in options.split(",")):
-            return Path(fields.split(" ")[4])
-    raise CpuGroupsUnavailable(f"no {fstype} file system with {option or 'its controllers'}")
-
-
 def _v2_base() -> tuple[Path, _Version]:
-    mount = _mount_of("cgroup2", "")
-    own = mount / _own_group("").lstrip("/")
-    if "cpu" not in (own / "cgroup.controllers").read_text().split():
-        raise CpuGroupsUnavailable("the cgroup v2 cpu controller is not given to this cgroup")
-    # Refused (EBUSY) unless this cgroup is the root or holds no process itself.
-    _write(own / "cgroup.subtree_control", "+cpu")
-    return own, _V2
+    return v2_base(("cpu",)), _V2
 
 
 def _v1_base() -> tuple[Path, _Version]:
-    mount = _mount_of("cgroup", "cpu")
-    return mount / _own_group("cpu").lstrip("/"), _V1
+    return v1_base("cpu"), _V1
 
 
 def cpu_groups_for(mode: str, setting: str) -> CpuGroups | None:
@@ -168,7 +130,7 @@ def cpu_groups_for(mode: str, setting: str) -> CpuGroups | None:
         return None
     try:
         groups = CpuGroups.find()
-    except CpuGroupsUnavailable as exc:
+    except CgroupsUnavailable as exc:
         if mode == "on":
             raise ConfigError(f"{setting} is on, but no cgroup can be made: {exc}") from None
         log.info("units share the CPU without cgroups of their own", extra={"why": str(exc)})

@@ -9,6 +9,7 @@ from unit_launcher.base import LAUNCHERS, Launcher
 from unit_launcher.cpu_groups import CpuGroups
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.process import ProcessLauncher
+from unit_launcher.unit_groups import UnitGroups
 
 
 def launcher_named(
@@ -18,13 +19,18 @@ def launcher_named(
     host: str,
     advertised_host: str = "",
     cpu_groups: CpuGroups | None = None,
+    unit_groups: UnitGroups | None = None,
 ) -> Launcher:
-    """``process``: local process trees with their folders under root (each in its cgroup of
-    cpu_groups, if given); ``kubernetes``: a Pod per unit, configured by its own settings
-    (imported only when chosen)."""
+    """``process``: local process trees with their folders under root (each weighted in its
+    cgroup of cpu_groups and bounded in its groups of unit_groups, if given); ``kubernetes``:
+    a Pod per unit, configured by its own settings (imported only when chosen)."""
     if name == "process":
         return ProcessLauncher(
-            root, host=host, advertised_host=advertised_host, cpu_groups=cpu_groups
+            root,
+            host=host,
+            advertised_host=advertised_host,
+            cpu_groups=cpu_groups,
+            unit_groups=unit_groups,
         )
     if name == "kubernetes":
         kubernetes = importlib.import_module("unit_launcher.kubernetes")

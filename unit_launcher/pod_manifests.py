@@ -27,6 +27,7 @@ from unit_launcher.kubernetes_settings import (
     port_list,
 )
 from unit_launcher.size_class import SizeClass
+from unit_launcher.unit_memory import MIN_HEAP_MIB, unit_memory_bytes, unit_memory_mib
 
 Manifest = dict[str, Any]
 
@@ -41,11 +42,6 @@ HAND_OVER_PIPE = f"{SECRETS_DIR}/hand-over"
 UNIT_CONTAINER = "unit"
 HOME_DIR = "/home/lake"
 SPARK_LOCAL_DIR = "/var/lib/spark-local"
-#: Memory of the unit's Python side (gRPC server, Arrow buffers, Spark's Python workers).
-PYTHON_MIB = 512
-#: Memory the JVM needs beyond its heap: Spark's own rule, 10% and at least 384 MiB.
-JVM_OVERHEAD_MIB = 384
-MIN_HEAP_MIB = 512
 #: Addresses a unit never reaches through its storage rule unless one is named exactly.
 PLATFORM_RANGES = tuple(
     ipaddress.ip_network(cidr)
@@ -94,11 +90,6 @@ def unit_address(unit_id: str, settings: KubernetesLauncherSettings) -> str:
     return f"{object_name(unit_id)}.{settings.namespace}.svc:{settings.unit_port}"
 
 
-def driver_memory_mib(memory_mib: int) -> int:
-    """The Spark driver's heap, so that heap, JVM overhead and Python fit in memory_mib."""
-    return memory_mib - PYTHON_MIB - max(JVM_OVERHEAD_MIB, memory_mib // 10)
-
-
 def unit_label(settings: KubernetesLauncherSettings) -> str:
     """The label that names the unit a Pod runs (and its Service and NetworkPolicy select)."""
     return f"{settings.label_prefix}/unit"
@@ -132,11 +123,8 @@ def _check_shape(spec: UnitSpec) -> None:
         )
     if spec.cores < 1:
         raise ValueError("cores must be at least 1")
-    if driver_memory_mib(spec.memory_mib) < MIN_HEAP_MIB:
-        raise ValueError(
-            f"memory_mib must leave the Spark driver at least {MIN_HEAP_MIB} MiB "
-            f"(at least {MIN_HEAP_MIB + PYTHON_MIB + JVM_OVERHEAD_MIB})"
-        )
+    if spec.memory_mib < MIN_HEAP_MIB:
+        raise ValueError(f"memory_mib (the Spark driver's heap) must be at least {MIN_HEAP_MIB}")
     for name in (*spec.settings, *spec.secrets):
         if not SETTING_NAME.match(name):
             raise ValueError(f"settings and secrets must be TEXERA_LAKE_* names, not {name!r}")
@@ -192,7 +180,8 @@ def unit_environment(spec: UnitSpec, settings: KubernetesLauncherSettings) -> di
         "TEXERA_LAKE_HOST": "0.0.0.0",  # noqa: S104 - the Pod's own network namespace
         "TEXERA_LAKE_CU_PORT": str(settings.unit_port),
         "TEXERA_LAKE_CU_SPARK_MASTER": f"local[{spec.cores}]",
-        "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY": f"{driver_memory_mib(spec.memory_mib)}m",
+        "TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY": f"{spec.memory_mib}m",
+        "TEXERA_LAKE_CU_MEMORY_BUDGET_BYTES": str(unit_memory_bytes(spec.cores, spec.memory_mib)),
         "HOME": HOME_DIR,
         "SPARK_LOCAL_DIRS": SPARK_LOCAL_DIR,
     }
@@ -311,7 +300,11 @@ def _pod(
     secrets_volume: Manifest,
     restart_policy: str,
 ) -> Manifest:
-    resources = {"cpu": str(spec.cores), "memory": f"{spec.memory_mib}Mi"}
+    # The memory the process launcher's cgroup of a unit allows too (unit_launcher.unit_memory).
+    resources = {
+        "cpu": str(spec.cores),
+        "memory": f"{unit_memory_mib(spec.cores, spec.memory_mib)}Mi",
+    }
     writable_secrets = "emptyDir" in secrets_volume
     return {
         "apiVersion": "v1",

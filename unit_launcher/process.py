@@ -15,7 +15,14 @@ unit's secrets are files of mode 0600 owned by that user, named by the settings'
 ``_FILE`` variants. Run as another user, units run as that same user: their
 processes are apart, but the operating system does not keep them apart, and such a unit
 tells the registry its workers are not confined (``TEXERA_LAKE_CU_SHARES_OS_USER``), so it
-runs its owner's executions only (see docs/isolation.md)."""
+runs its owner's executions only (see docs/isolation.md).
+
+Run as root, each unit is also bounded as a whole (unit_launcher.unit_groups): its groups are
+made before it starts, limited to the memory its size gives it (unit_launcher.unit_memory, as a
+Pod's), and its process is put in them at once; stopping the unit ends every process in them,
+wherever it went. A unit whose groups cannot be made is told so
+(``TEXERA_LAKE_CU_PROCESSES_BOUNDED``) and, like one sharing an OS user, runs its owner's
+executions only."""
 
 from __future__ import annotations
 
@@ -32,7 +39,12 @@ from pathlib import Path
 
 from service_runtime.config import ENV_PREFIX
 from service_runtime.ports import free_port
-from service_runtime.processes import ManagedProcess, ensure_system_user, remove_system_user
+from service_runtime.processes import (
+    ManagedProcess,
+    ProcessFailed,
+    ensure_system_user,
+    remove_system_user,
+)
 from unit_launcher.base import Launcher, UnitPhase, UnitSpec, UnitStatus
 from unit_launcher.cpu_groups import CpuGroups
 from unit_launcher.hand_over import (
@@ -45,6 +57,8 @@ from unit_launcher.hand_over import (
     secret_file,
     write_secret_files,
 )
+from unit_launcher.unit_groups import UnitGroups
+from unit_launcher.unit_memory import unit_memory_bytes
 
 #: What a unit inherits from the registry's environment: what Python and Java need to run.
 _INHERITED = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ")
@@ -66,14 +80,30 @@ class _Running:
     address: str
     home: Path
     user: str | None
+    #: The id the unit was started under, which names its cgroups.
+    group: str
+    #: The bounding groups the unit is in (unit_launcher.unit_groups), if it is in them.
+    bounds: UnitGroups | None
     #: A pooled unit's pipe, until it is handed over (see unit_launcher.hand_over).
     pipe: Path | None = None
-    #: The unit's cgroup (named by the id it was started under), if it has one.
-    group: str | None = None
+    #: Whether the unit is in a cpu group of its own (unit_launcher.cpu_groups).
+    weighted: bool = False
+
+
+def _enter(bounds: UnitGroups, unit_id: str, process: ManagedProcess) -> None:
+    """Puts the unit's process in its bounding groups: a unit told it is bounded runs in them
+    or not at all (ProcessFailed)."""
+    try:
+        bounds.add(unit_id, process.pid)
+    except OSError as exc:
+        process.kill()
+        bounds.end(unit_id)
+        raise ProcessFailed(f"cannot put unit {unit_id} in its cgroups: {exc}") from exc
 
 
 class ProcessLauncher(Launcher):
-    """Units as children of this process, their folders under root."""
+    """Units as children of this process, their folders under root, each weighted by
+    cpu_groups and bounded by unit_groups if given."""
 
     def __init__(
         self,
@@ -83,9 +113,11 @@ class ProcessLauncher(Launcher):
         advertised_host: str = "",
         hand_over_seconds: float = 60.0,
         cpu_groups: CpuGroups | None = None,
+        unit_groups: UnitGroups | None = None,
     ) -> None:
         self._root = root
         self._cpu_groups = cpu_groups
+        self._unit_groups = unit_groups
         self._host = host
         self._advertised_host = advertised_host or host
         self._hand_over_seconds = hand_over_seconds
@@ -158,28 +190,48 @@ class ProcessLauncher(Launcher):
     ) -> _Running:
         """Starts the unit's process. Started from the event loop's thread: the parent-death
         signal fires when the thread that started the child ends, and this one lasts as long
-        as the registry."""
+        as the registry. Its interpreter is still loading when it is put in its groups: it has
+        started nothing yet."""
+        bounds = self._bound(spec)
         process = ManagedProcess(
             spec.unit_id,
             [sys.executable, "-m", "cu_service"],
             self.log_dir / f"{spec.unit_id}.log",
-            env={**self._environment(spec, home), **identity},
+            env={**self._environment(spec, home, bounded=bounds is not None), **identity},
             user=user,
             stop_signal=signal.SIGTERM,
         )
+        if bounds is not None:
+            _enter(bounds, spec.unit_id, process)
         (self.log_dir / f"{spec.unit_id}.pid").write_text(f"{process.pid}\n")
-        running = _Running(process, "", home, user)
+        running = _Running(process, "", home, user, spec.unit_id, bounds)
         self._units[spec.unit_id] = running
         if self._cpu_groups is not None:
             try:
                 self._cpu_groups.place(spec.unit_id, spec.cores, process.pid)
-                running.group = spec.unit_id
+                running.weighted = True
             except OSError as exc:
                 log.warning(
                     "a unit runs outside a cgroup of its own",
                     extra={"unit_id": spec.unit_id, "why": exc.strerror},
                 )
         return running
+
+    def _bound(self, spec: UnitSpec) -> UnitGroups | None:
+        """Makes the unit's bounding groups: the groups it is to be in, or None (said in the
+        log) if it runs without."""
+        if self._unit_groups is None:
+            return None  # said once, when the registry started
+        try:
+            self._unit_groups.make(spec.unit_id, unit_memory_bytes(spec.cores, spec.memory_mib))
+        except OSError as exc:
+            log.warning(
+                "a unit runs without cgroups bounding its memory and processes, so it runs its "
+                "owner's executions only",
+                extra={"unit_id": spec.unit_id, "why": exc.strerror},
+            )
+            return None
+        return self._unit_groups
 
     def _user_of(self, unit_id: str) -> str | None:
         if not self._isolated:
@@ -215,7 +267,7 @@ class ProcessLauncher(Launcher):
     def _address(self, port: int) -> str:
         return f"{self._advertised_host}:{port}"
 
-    def _environment(self, spec: UnitSpec, home: Path) -> dict[str, str]:
+    def _environment(self, spec: UnitSpec, home: Path, *, bounded: bool) -> dict[str, str]:
         """What every unit's process starts with; its identity comes on top (at launch, or
         at hand-over for a pooled unit)."""
         inherited = {name: os.environ[name] for name in _INHERITED if name in os.environ}
@@ -239,6 +291,10 @@ class ProcessLauncher(Launcher):
                 f"{ENV_PREFIX}CU_SPARK_MASTER", f"local[{spec.cores}]"
             ),
             f"{ENV_PREFIX}CU_SPARK_DRIVER_MEMORY": f"{spec.memory_mib}m",
+            f"{ENV_PREFIX}CU_MEMORY_BUDGET_BYTES": str(
+                unit_memory_bytes(spec.cores, spec.memory_mib)
+            ),
+            f"{ENV_PREFIX}CU_PROCESSES_BOUNDED": "true" if bounded else "false",
         }
 
     def _identity(self, spec: UnitSpec, home: Path, port: int) -> dict[str, str]:
@@ -270,9 +326,12 @@ class ProcessLauncher(Launcher):
         if running is None:
             return
         await asyncio.to_thread(running.process.stop)
+        if running.bounds is not None:
+            # What left the unit's process group (a daemon, users' code) ends here.
+            await asyncio.to_thread(running.bounds.end, running.group)
         (self.log_dir / f"{unit_id}.pid").unlink(missing_ok=True)
         await asyncio.to_thread(shutil.rmtree, running.home, True)
-        if running.group is not None and self._cpu_groups is not None:
+        if running.weighted and self._cpu_groups is not None:
             await asyncio.to_thread(self._cpu_groups.remove, running.group)
         if running.user is not None:  # its home is gone: the next launch makes the user anew
             await asyncio.to_thread(remove_system_user, running.user)

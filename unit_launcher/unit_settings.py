@@ -229,6 +229,23 @@ class ComputingUnitSettings(WarehouseClientSettings):
         "tells the registry its workers are not confined.",
         scoped=True,
     )
+    processes_bounded: bool = setting(
+        "PROCESSES_BOUNDED",
+        True,
+        "Every process of the unit, users' included, is in a cgroup of the unit that bounds "
+        "their memory and number and ends them with the unit (a Pod's, or the process "
+        "launcher's). The process launcher sets it false for a unit it cannot give one: the "
+        "unit then tells the registry its workers are not confined.",
+        scoped=True,
+    )
+    memory_budget_bytes: int = setting(
+        "MEMORY_BUDGET_BYTES",
+        0,
+        "Set by the unit's launcher: all the memory the unit may hold, its tasks' memory file "
+        "systems included (a Pod's memory limit, the process launcher's cgroup of the unit). "
+        "0: not known.",
+        scoped=True,
+    )
     worker_user: str = setting(
         "WORKER_USER",
         "texera_worker",
@@ -274,6 +291,8 @@ class ComputingUnitSettings(WarehouseClientSettings):
         for name in ("spark_driver_release_seconds", "python_idle_seconds"):
             if not 0 <= getattr(self, name) <= 86400:
                 raise ConfigError(f"{self.variable_of(name)} must be 0 to 86400 (a day)")
+        if self.memory_budget_bytes < 0:
+            raise ConfigError(f"{self.variable_of('memory_budget_bytes')} must be 0 or more")
         if self.worker_memory_bytes < 256 * 1024 * 1024:
             raise ConfigError("TEXERA_LAKE_CU_WORKER_MEMORY_BYTES must be at least 256 MiB")
         for name in (

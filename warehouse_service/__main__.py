@@ -17,6 +17,7 @@ from service_runtime.tls.peers import CallCheck
 from service_runtime.tls.server_credentials import CertificateFiles
 from unit_launcher.cpu_groups import cpu_groups_for
 from unit_launcher.factory import launcher_named
+from unit_launcher.unit_groups import unit_groups_for
 from warehouse_service import platform_warehouse, wiring
 from warehouse_service.api.computing_units import ComputingUnitServicer
 from warehouse_service.api.execution_deletion import ExecutionDeletionServicer
@@ -266,16 +267,21 @@ def unit_supervisor(
 ) -> UnitSupervisor:
     """Starts, watches and stops the computing units, with the launcher the settings name
     (and the warm pool they ask for)."""
+    local = settings.unit_launcher == "process"
+    # First: ending what earlier registries' units left lets their empty cpu groups go next.
+    unit_groups = unit_groups_for(settings.unit_max_processes) if local else None
+    cpu_groups = (
+        cpu_groups_for(settings.unit_cpu_groups, settings.variable_of("unit_cpu_groups"))
+        if local
+        else None
+    )
     launcher = launcher_named(
         settings.unit_launcher,
         root=settings.unit_folder,
         host=settings.host,
         advertised_host=settings.unit_advertised_host,
-        cpu_groups=(
-            cpu_groups_for(settings.unit_cpu_groups, settings.variable_of("unit_cpu_groups"))
-            if settings.unit_launcher == "process"
-            else None
-        ),
+        cpu_groups=cpu_groups,
+        unit_groups=unit_groups,
     )
     launch_settings = {
         **unit_settings(os.environ),

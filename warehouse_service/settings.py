@@ -338,6 +338,14 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
         "(refuse to start without) or off.",
         scoped=True,
     )
+    unit_max_processes: int = setting(
+        "UNIT_MAX_PROCESSES",
+        8192,
+        "Processes and threads one unit of the process launcher may have at once, users' "
+        "included (its cgroup's pids limit; see TEXERA_LAKE_CU_WORKER_PROCESSES for one "
+        "task's).",
+        scoped=True,
+    )
     unit_advertised_host: str = setting(
         "UNIT_ADVERTISED_HOST",
         "",
@@ -453,15 +461,20 @@ class WarehouseServiceSettings(ServerSettings, PlatformWarehouseSettings, Outbou
                 f"TEXERA_LAKE_WAREHOUSE_UNIT_LAUNCHER must be one of {', '.join(LAUNCHERS)}"
             )
         self._validate_pool()
-        if self.unit_cpu_groups not in CPU_GROUP_MODES:
-            raise ConfigError(
-                f"{self.variable_of('unit_cpu_groups')} must be one of {', '.join(CPU_GROUP_MODES)}"
-            )
+        self._validate_groups()
         if self.unit_idle_seconds <= 0 or self.unit_start_timeout_seconds <= 0:
             raise ConfigError(
                 "TEXERA_LAKE_WAREHOUSE_UNIT_IDLE_SECONDS and "
                 "TEXERA_LAKE_WAREHOUSE_UNIT_START_TIMEOUT_SECONDS must be above 0"
             )
+
+    def _validate_groups(self) -> None:
+        if self.unit_cpu_groups not in CPU_GROUP_MODES:
+            raise ConfigError(
+                f"{self.variable_of('unit_cpu_groups')} must be one of {', '.join(CPU_GROUP_MODES)}"
+            )
+        if self.unit_max_processes < 64:
+            raise ConfigError(f"{self.variable_of('unit_max_processes')} must be at least 64")
 
     def _validate_pool(self) -> None:
         if self.unit_pool_size < 0:

@@ -6,6 +6,7 @@ Runs on a stack of its own whose units stop after a short idle time."""
 from __future__ import annotations
 
 import os
+import pwd
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -27,7 +28,11 @@ from texera.lake.v1 import (
     execution_pb2,
     workflow_pb2,
 )
-from unit_launcher.cpu_groups import GROUP_PREFIX, cpu_groups_for
+from unit_launcher.cgroups import GROUP_PREFIX
+from unit_launcher.cpu_groups import cpu_groups_for
+from unit_launcher.process import unit_user
+from unit_launcher.unit_groups import UnitGroups, UnitGroupsV1
+from unit_launcher.unit_memory import unit_memory_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -75,21 +80,24 @@ def test_the_default_unit_is_made_on_first_use_and_stops_when_idle(units_stack: 
     assert len(ann.listed()) == 1
 
 
-def own_cpu_group(pid: int) -> str:
-    """The cgroup of pid in the hierarchy with the cpu controller, as the kernel tells."""
+def own_group(pid: int, controller: str) -> str:
+    """The cgroup of pid in the hierarchy with controller, as the kernel tells."""
     lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     by_controllers = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines}
-    v1 = [path for controllers, path in by_controllers.items() if "cpu" in controllers.split(",")]
+    v1 = [path for names, path in by_controllers.items() if controller in names.split(",")]
     return v1[0] if v1 else by_controllers[""]
 
 
-def test_a_unit_runs_in_a_cpu_cgroup_of_its_own_weighted_by_its_cores(units_stack: Stack) -> None:
+def test_a_unit_runs_in_cgroups_of_its_own_weighted_and_bounded_by_its_size(
+    units_stack: Stack,
+) -> None:
     """The stack runs as root here (as the isolation tests need): every process of a unit (its
-    driver, its JVM) is in the unit's cgroup, weighted by its two cores; the group goes when
-    the unit does."""
+    driver, its JVM) is in the unit's cgroups, weighted by its two cores and limited to its
+    memory budget; the groups and the unit's OS user go when the unit does."""
     groups = cpu_groups_for("auto", "TEXERA_LAKE_WAREHOUSE_UNIT_CPU_GROUPS")
     if groups is None:
         pytest.skip("units get cgroups of their own when run as root where cgroups can be made")
+    bounds = UnitGroups.find(processes=1)
     cy = person(units_stack, "cy")
     unit = cy.create_unit("two cores", cores=2)
     handle = units_stack.unit_for(cy.user_id, unit.computing_unit_id)
@@ -99,20 +107,33 @@ def test_a_unit_runs_in_a_cpu_cgroup_of_its_own_weighted_by_its_cores(units_stac
     processes = [process for process in tree if process.status() != psutil.STATUS_ZOMBIE]
     assert any(process.name() == "java" for process in processes)
     for process in processes:
-        assert own_cpu_group(process.pid).endswith(f"/{group.name}")
+        for controller in ("cpu", "memory", "pids"):
+            assert own_group(process.pid, controller).endswith(f"/{group.name}")
     weight = {"cpu.shares": "2048", "cpu.weight": "200"}
     assert any(
         (group / name).exists() and (group / name).read_text().strip() == value
         for name, value in weight.items()
     )
+    memory = bounds.groups_of(unit.computing_unit_id)[0]
+    limit = "memory.limit_in_bytes" if isinstance(bounds, UnitGroupsV1) else "memory.max"
+    assert (memory / limit).read_text().strip() == str(unit_memory_bytes(2, 1024))
     # The mesh's own services are not in any unit's group.
-    assert GROUP_PREFIX not in own_cpu_group(os.getpid())
+    assert GROUP_PREFIX not in own_group(os.getpid(), "cpu")
 
     cy.delete(unit.computing_unit_id, force=True)
+    left = [group, *bounds.groups_of(unit.computing_unit_id)]
     deadline = time.monotonic() + 120
-    while group.exists():
-        assert time.monotonic() < deadline, "the unit's cgroup outlived it"
+    while any(path.exists() for path in left) or has_user(unit_user(unit.computing_unit_id)):
+        assert time.monotonic() < deadline, "the unit's cgroups or OS user outlived it"
         time.sleep(0.5)
+
+
+def has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 #: Grouping shuffles rows between tasks, compressed: Spark's JVM unpacks its native

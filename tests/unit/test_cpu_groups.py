@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from service_runtime.config import ConfigError
-from unit_launcher import cpu_groups
-from unit_launcher.cpu_groups import CpuGroupsUnavailable, cpu_groups_for
+from unit_launcher import cgroups, cpu_groups
+from unit_launcher.cgroups import LEFTOVER_AGE_SECONDS, CgroupsUnavailable
+from unit_launcher.cpu_groups import cpu_groups_for
 
 V1_MOUNTS = (
     "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
@@ -24,8 +25,8 @@ V1_OWN = "5:memory:/lake\n4:cpu,cpuacct:/system.slice/registry.service\n0::/\n"
 @pytest.fixture
 def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     mounts, own = tmp_path / "mountinfo", tmp_path / "cgroup"
-    monkeypatch.setattr(cpu_groups, "_MOUNTS", mounts)
-    monkeypatch.setattr(cpu_groups, "_OWN_GROUPS", own)
+    monkeypatch.setattr(cgroups, "_MOUNTS", mounts)
+    monkeypatch.setattr(cgroups, "_OWN_GROUPS", own)
     return mounts, own
 
 
@@ -43,7 +44,7 @@ def test_without_a_cpu_controller_nothing_is_found(tables: tuple[Path, Path]) ->
     mounts.write_text("32 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
     own.write_text("5:memory:/lake\n")
     with pytest.raises(
-        CpuGroupsUnavailable, match=r"no cgroup2 file system.*no cgroup file system with cpu"
+        CgroupsUnavailable, match=r"no cgroup2 file system.*no cgroup file system with cpu"
     ):
         cpu_groups.CpuGroups.find()
 
@@ -63,7 +64,7 @@ def test_a_units_group_is_weighted_by_its_cores_beside_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written: dict[Path, str] = {}
-    monkeypatch.setattr(cpu_groups, "_write", written.__setitem__)
+    monkeypatch.setattr(cpu_groups, "write", written.__setitem__)
     groups = cpu_groups.CpuGroups(tmp_path, cpu_groups._V1)
 
     groups.place("cu-a", 2, 101)
@@ -80,7 +81,7 @@ def test_groups_an_earlier_registry_left_empty_are_removed(tmp_path: Path) -> No
     """A registry that was killed could not remove its units' groups: the next one removes
     those with no process left, once they are older than a unit's start could make them."""
     groups = cpu_groups.CpuGroups(tmp_path, cpu_groups._V1)
-    old = time.time() - cpu_groups.LEFTOVER_AGE_SECONDS - 60
+    old = time.time() - LEFTOVER_AGE_SECONDS - 60
     left, in_use, just_made = (groups.group_of(unit) for unit in ("cu-left", "cu-busy", "cu-new"))
     for group in (left, in_use, just_made, tmp_path / "a-group-of-another-kind"):
         group.mkdir()

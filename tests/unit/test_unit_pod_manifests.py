@@ -16,15 +16,13 @@ from tests.unit.kubernetes_checks import confinement_problems, validate
 from unit_launcher.base import UnitPhase, UnitSpec, UnitStatus
 from unit_launcher.kubernetes_settings import KubernetesLauncherSettings
 from unit_launcher.pod_manifests import (
-    JVM_OVERHEAD_MIB,
-    PYTHON_MIB,
     SECRETS_DIR,
     UnitManifests,
     build_unit,
-    driver_memory_mib,
     owned_by,
 )
 from unit_launcher.pod_status import pod_status
+from unit_launcher.unit_memory import JVM_OVERHEAD_MIB, PYTHON_MIB, TASK_MIB
 
 CREDENTIAL = "a-unit-credential-only-its-secret-holds"
 SPEC = UnitSpec(
@@ -121,16 +119,15 @@ def test_secrets_are_files_of_mode_0400_named_by_their_file_settings() -> None:
     assert base64.b64encode(CREDENTIAL.encode()).decode() not in json.dumps(pod)
 
 
-def test_cores_and_memory_are_requests_and_limits_and_the_jvm_fits_below() -> None:
+def test_the_heap_is_the_units_memory_and_the_pod_has_room_for_the_rest_and_a_task_a_core() -> None:
     manifests = build_unit(SPEC, SETTINGS)
     resources = _container(manifests)["resources"]
-    assert resources["requests"] == resources["limits"] == {"cpu": "3", "memory": "6144Mi"}
+    budget = 6144 + max(JVM_OVERHEAD_MIB, 6144 // 10) + PYTHON_MIB + 3 * TASK_MIB
+    assert resources["requests"] == resources["limits"] == {"cpu": "3", "memory": f"{budget}Mi"}
     environment = _environment(manifests)
     assert environment["TEXERA_LAKE_CU_SPARK_MASTER"] == "local[3]"
-    heap = int(environment["TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY"].removesuffix("m"))
-    assert heap == driver_memory_mib(6144)
-    assert heap + max(JVM_OVERHEAD_MIB, 6144 // 10) + PYTHON_MIB <= 6144
-    assert heap >= 6144 // 2
+    assert environment["TEXERA_LAKE_CU_SPARK_DRIVER_MEMORY"] == "6144m"
+    assert environment["TEXERA_LAKE_CU_MEMORY_BUDGET_BYTES"] == str(budget * 1024 * 1024)
 
 
 def test_the_pod_decides_its_address_and_port() -> None:
@@ -273,7 +270,7 @@ def test_a_unit_reaches_the_catalog_only_through_the_registrys_gatekeeper(
         ({"unit_id": "x" * 41}, "unit_id"),
         ({"owner_user_id": ""}, "owner_user_id"),
         ({"cores": 0}, "cores"),
-        ({"memory_mib": 1024}, "memory_mib"),
+        ({"memory_mib": 256}, "memory_mib"),
         ({"settings": {"PATH": "/evil"}}, "PATH"),
         ({"secrets": {"JAVA_TOOL_OPTIONS": "-javaagent:x"}}, "JAVA_TOOL_OPTIONS"),
         (
