@@ -40,6 +40,7 @@ def _print_endpoints(stack: Stack) -> None:
         ("catalog (Iceberg REST)", endpoints["catalog"]),
         ("catalog (management)", endpoints["catalog_management"]),
         *((f"metrics {name}", url) for name, url in endpoints["metrics"].items()),
+        *([("metrics token (bearer)", endpoints["metrics_token"])] if endpoints["metrics"] else []),
         ("logs", endpoints["logs"]),
         *([("TLS CA (grpcurl -cacert)", tls["ca"])] if tls["enabled"] else []),
     ]

@@ -24,6 +24,8 @@ DATABASE_PASSWORD_FILE = "database-password"  # noqa: S105 - a file name, not a 
 CATALOG_CLIENT_SECRET_FILE = "catalog-client-secret"  # noqa: S105 - a file name
 CATALOG_READER_SECRET_FILE = "catalog-reader-secret"  # noqa: S105 - a file name
 SQL_CATALOG_PASSWORD_FILE = "sql-catalog-password"  # noqa: S105 - a file name
+#: The bearer token of the services' /metrics, for whoever scrapes them (new at each start).
+METRICS_TOKEN_FILE = "metrics-token"  # noqa: S105 - a file name
 #: The S3 endpoint's administrator key, there while the stack runs (new at each start).
 
 
@@ -74,6 +76,8 @@ class StackSecrets:
         self.sql_catalog_password = _kept(state_dir / SQL_CATALOG_PASSWORD_FILE, _token)
         # Page-token keys are made anew at each start: pages do not outlive the stack's data.
         self.page_token_keys = {"WAREHOUSE": _token(), "RESULT": _token()}
+        self.metrics_token = _token()
+        self.metrics_token_file = write_secret(state_dir / METRICS_TOKEN_FILE, self.metrics_token)
 
     def public_keys(self) -> dict[str, str]:
         """The settings every service gets: the public halves of the two signing keys."""

@@ -9,7 +9,8 @@ too, keeping the two consistent. The endpoints are written to
 JWT secret, the catalog's encryption key, the signing keys) are generated into
 files of mode 0600 in the state dir and never printed; each part gets only its
 own, in files (see embedded_stack.secrets). The S3 endpoint's administrator key is there too
-while the stack runs, for `texera-lake dev user`. The registry is the development
+while the stack runs, for `texera-lake dev user`, and the bearer token of the services'
+/metrics, made at each start (its path in stack.json). The registry is the development
 catalog's one OAuth2 client and bootstraps the catalog, which makes it the
 catalog's admin.
 The state dir is the stack's user's alone (run as root: and the embedded
@@ -568,7 +569,10 @@ class Stack:
         # A secret the caller passed as a file of its own (tests do) wins over the stack's.
         secrets = {
             variable: value
-            for variable, value in self._secrets_of(spec, settings).items()
+            for variable, value in {
+                **self._secrets_of(spec, settings),
+                **self._metrics_token_of(spec, settings),
+            }.items()
             if f"{variable}_FILE" not in settings
         }
         process = ManagedProcess(
@@ -601,6 +605,13 @@ class Stack:
             f"{ENV_PREFIX}JWT_SECRET": self.jwt_secret,
             f"{scoped}SIGNING_KEY": self.secrets.gateway_key,
         }
+
+    def _metrics_token_of(self, spec: ServiceSpec, settings: dict[str, str]) -> dict[str, str]:
+        """The stack's metrics token, for a service that serves metrics."""
+        scoped = f"{ENV_PREFIX}{spec.settings.scope}_"
+        if settings.get(f"{scoped}METRICS_PORT", "0") == "0":
+            return {}
+        return {f"{scoped}METRICS_TOKEN": self.secrets.metrics_token}
 
     def unit_for(self, user_id: str, unit_id: str = "", *, timeout: float = 300.0) -> UnitHandle:
         """A running unit of user_id: unit_id (owned by or shared with the user), or the user's
@@ -700,6 +711,8 @@ class Stack:
                 for spec in SERVICES
                 if (port := self.ports.metrics[spec.name])
             },
+            # The bearer token every /metrics above requires.
+            "metrics_token": str(self.secrets.metrics_token_file),
             "postgres": _without_password(self.database_url),
             "s3": self.s3.endpoint,
             "catalog": f"{self.catalog_url}/catalog",

@@ -220,6 +220,15 @@ class ServerSettings(Settings):
     metrics_port: int = setting(
         "METRICS_PORT", 0, "Port of the Prometheus /metrics endpoint; 0 turns it off.", scoped=True
     )
+    metrics_token: str = setting(
+        "METRICS_TOKEN",
+        "",
+        "Bearer token /metrics requires (at least 32 characters; Prometheus sends it from "
+        "`authorization: {credentials_file: ...}`). Empty: /metrics answers anyone, but "
+        "without the figures that name a warehouse.",
+        secret=True,
+        scoped=True,
+    )
     log_level: str = setting("LOG_LEVEL", "INFO", "Log level: DEBUG logs every request, redacted.")
     shutdown_grace_seconds: float = setting(
         "SHUTDOWN_GRACE_SECONDS", 10.0, "On SIGTERM, how long in-flight calls may take to finish."
@@ -346,6 +355,8 @@ class ServerSettings(Settings):
             raise ConfigError(
                 f"{ENV_PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
             )
+        if self.metrics_token:
+            self.require_secret_length("metrics_token")
         self._validate_tls()
         self._validate_client_tls()
 

@@ -1,9 +1,9 @@
 """Prometheus metrics: the gRPC server's, named as go-grpc-prometheus names them, and what each
-warehouse stores (served by the registry)."""
+warehouse stores (served by the registry). service_runtime.metrics_endpoint serves them."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram
 
 _LABELS = ("grpc_type", "grpc_service", "grpc_method")
 
@@ -35,7 +35,8 @@ WAREHOUSE_USAGE = {
 }
 
 
-def serve_metrics(host: str, port: int) -> None:
-    """Serves /metrics on a background thread; port 0 leaves it off."""
-    if port:
-        start_http_server(port, addr=host)
+#: The families whose series name a tenant (a warehouse): served only to a scraper that holds
+#: the metrics token.
+TENANT_FAMILIES = frozenset(
+    family.name for gauge in WAREHOUSE_USAGE.values() for family in gauge.describe()
+)

@@ -23,11 +23,12 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from service_runtime import auth, metrics, tracing, wire
+from service_runtime import auth, tracing, wire
 from service_runtime.allocator import keep_freed_memory
 from service_runtime.config import ConfigError, ServerSettings
 from service_runtime.interceptors import ServerInterceptor
 from service_runtime.logs import configure_logging
+from service_runtime.metrics_endpoint import serve_metrics
 from service_runtime.reflection import enable_reflection
 from service_runtime.stream_writing import StreamWriting
 from service_runtime.tls.held_certificate import HeldCertificate
@@ -181,7 +182,7 @@ class RunningServer:
                 extra={"server": self.process.name, "address": address},
             )
         await self._server.start()
-        metrics.serve_metrics(settings.host, settings.metrics_port)
+        serve_metrics(settings)
         if self.process.on_start is not None:
             await self.process.on_start()
         if self.process.readiness is None:

@@ -13,6 +13,10 @@ reader client, whose tokens readers get) are generated here too, and Keycloak le
 the realm it imports: keycloak/texera-lake-realm.json with the secrets filled in, written into
 Keycloak's import folder (a volume of its own) readable only by Keycloak's uid.
 
+One bearer token for the services' /metrics, generated once: in each service's folder as
+``metrics_token``, and in ``metrics/`` (owned by the uid of the Prometheus image) for a scraper
+that mounts the volume, as its ``authorization: {credentials_file: ...}``.
+
 TLS: a CA of the stack (service_runtime.tls.authority), whose key stays in a volume of its own
 that only this container mounts, kept across runs and made anew when it would expire before a
 certificate issued now. Each run issues new certificates from it: each mesh service's, naming
@@ -55,6 +59,10 @@ from service_runtime.tls.identity import UNIT_DOMAIN, service_identity
 UIDS = {"gateway": 10010, "warehouse-service": 0, "result-service": 10012}
 #: uid of the Keycloak image's user.
 KEYCLOAK_UID = 1000
+#: uid of the Prometheus image's user (nobody), which reads the metrics token.
+PROMETHEUS_UID = 65534
+#: The file of the metrics token, in each service's folder and in the scraper's.
+METRICS_TOKEN_FILE = "metrics_token"  # noqa: S105 - a file name, not a secret
 #: uids of the other servers' processes: PostgreSQL's (Debian images), nginx's, MinIO's (root).
 POSTGRES_UID = 999
 NGINX_UID = 101
@@ -249,6 +257,10 @@ def main(root: Path, keycloak_import: Path, server_tls: Path, authority_folder: 
         client_id: _kept(folders["warehouse-service"], name, secrets.token_urlsafe(32))
         for client_id, name in CLIENT_SECRET_FILES.items()
     }
+    # Kept in the scraper's folder, which Prometheus's configuration names.
+    scraper = _folder(root / "metrics", PROMETHEUS_UID)
+    metrics_token = _kept(scraper, METRICS_TOKEN_FILE, secrets.token_urlsafe(48))
+    _write(scraper, METRICS_TOKEN_FILE, metrics_token, PROMETHEUS_UID)
     files = {
         "gateway": {
             "jwt_secret": os.environ["TEXERA_LAKE_JWT_SECRET"],
@@ -274,6 +286,7 @@ def main(root: Path, keycloak_import: Path, server_tls: Path, authority_folder: 
     ]:
         files[service] |= values
     for service, values in files.items():
+        values[METRICS_TOKEN_FILE] = metrics_token
         for name, value in values.items():
             _write(folders[service], name, value, UIDS[service])
     public = _folder(root / "public", 0, 0o755)

@@ -13,7 +13,6 @@ from typing import Any
 import grpc
 import pyarrow as pa
 import pytest
-import requests
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from embedded_stack.stack import Stack
@@ -21,6 +20,7 @@ from lake_client.result_stream import ResultStream
 from service_runtime.execution_states import state_name
 from tests.integration.executions import UnitClient, new_user, udf, unit_as, workflow
 from tests.integration.mesh import bad_fields, refused, user
+from tests.integration.metrics_scrape import scrape
 from tests.integration.results import ResultClient, arrow_table, first_commit, results_like
 from texera.lake.v1 import execution_pb2, result_pb2, result_service_pb2, warehouse_service_pb2
 
@@ -127,8 +127,7 @@ def finished(stack: Stack) -> Finished:
 
 
 def _metric(stack: Stack, name: str) -> float:
-    port = stack.ports.metrics["result-service"]
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = scrape(stack, "result-service")
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()

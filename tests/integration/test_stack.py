@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
+import requests
 
 from embedded_stack.stack import Stack
 from service_runtime.tls.identity import unit_server_name
 from tests.integration.executions import SHARED_UNIT_OWNER
 from tests.integration.mesh import BIN, grpcurl, grpcurl_transport
+from tests.integration.metrics_scrape import metrics_url, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -165,10 +167,14 @@ def test_cli_status_reports_every_service_serving(stack: Stack) -> None:
     assert status.stdout.count("SERVING") == len(STACK_SERVICES)
 
 
-def test_every_service_exports_metrics(stack: Stack) -> None:
-    for url in stack.endpoints()["metrics"].values():
-        with urllib.request.urlopen(url, timeout=5) as response:
-            assert "grpc_server_handled_total" in response.read().decode()
+def test_every_service_exports_metrics_to_the_stacks_token_alone(stack: Stack) -> None:
+    token_file = Path(stack.endpoints()["metrics_token"])
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    for name in stack.endpoints()["metrics"]:
+        assert "grpc_server_handled_total" in scrape(stack, name)
+        refused = requests.get(metrics_url(stack, name), timeout=5)
+        assert refused.status_code == 401, name
+        assert "grpc_server" not in refused.text
 
 
 def test_service_logs_are_json_lines_with_the_service_name(stack: Stack) -> None:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import grpc
 import pyarrow.compute as pc
 import pytest
-import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from embedded_stack.stack import Stack
@@ -32,6 +31,7 @@ from tests.integration.mesh import (
     register_unit,
     user,
 )
+from tests.integration.metrics_scrape import scrape
 from tests.integration.test_cleanup import cleaned_up
 from texera.lake.internal.v1 import registry_service_pb2
 from texera.lake.v1 import (
@@ -211,9 +211,8 @@ def schedule(stack: Stack, execution_id: str) -> None:
 
 def gauges(lake: Lake) -> dict[str, float]:
     """The registry's usage gauges of the warehouse, by figure, as Prometheus scrapes them."""
-    port = lake.stack.ports.metrics["warehouse-service"]
     label = f'{{warehouse_id="{lake.warehouse_id}"}}'
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = scrape(lake.stack, "warehouse-service")
     return {
         line.split("{")[0].removeprefix("texera_lake_warehouse_"): float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()

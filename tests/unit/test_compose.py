@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from deploy.compose.make_secrets import (
+    METRICS_TOKEN_FILE,
     READER_CLIENT_ID,
     REALM_TEMPLATE,
     SECRET_PLACEHOLDER,
@@ -246,6 +247,15 @@ def test_mesh_services_get_secrets_only_as_files_of_their_own(services: dict[str
             if key.endswith("_FILE") and "/public/" not in value:
                 assert value.startswith(f"/run/texera-lake/{name}/"), f"{name}.{key}"
     assert len(users) == len(mesh), "each service runs as a user of its own"
+
+
+def test_each_mesh_service_takes_the_metrics_token_from_its_own_folder(
+    services: dict[str, Any],
+) -> None:
+    for name in sorted(OUR_SERVICES):
+        environment = services[name]["environment"]
+        [variable] = [key for key in environment if key.endswith("_METRICS_TOKEN_FILE")]
+        assert environment[variable] == f"/run/texera-lake/{name}/{METRICS_TOKEN_FILE}", name
 
 
 def test_the_image_installs_from_the_pinned_constraints() -> None:

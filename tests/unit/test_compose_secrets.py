@@ -25,6 +25,8 @@ from deploy.compose.make_secrets import (
     CA_FILE,
     CLIENT_SECRET_FILES,
     KEYCLOAK_UID,
+    METRICS_TOKEN_FILE,
+    PROMETHEUS_UID,
     READER_CLIENT_ID,
     REALM_TEMPLATE,
     REGISTRY_CLIENT_ID,
@@ -127,6 +129,21 @@ def test_a_template_with_a_real_secret_is_refused(client_id: str) -> None:
             client["secret"] = "committed-by-mistake"
     with pytest.raises(ValueError, match=f"{client_id} secret is not a placeholder"):
         make_secrets.realm_with_secrets(json.dumps(realm), {c: "new" for c in CLIENT_SECRET_FILES})
+
+
+def test_one_metrics_token_reaches_each_service_and_the_scraper_in_files_of_their_own(
+    written: Written,
+) -> None:
+    readers = {written.secrets / service: uid for service, uid in UIDS.items()}
+    readers[written.secrets / "metrics"] = PROMETHEUS_UID
+    [token] = {(folder / METRICS_TOKEN_FILE).read_text() for folder in readers}
+    assert len(token) >= 32
+    for folder, uid in readers.items():
+        token_file = folder / METRICS_TOKEN_FILE
+        assert (token_file.stat().st_mode & 0o777, written.owner(token_file)) == (0o600, uid)
+        assert (folder.stat().st_mode & 0o777, written.owner(folder)) == (0o700, uid)
+    written.run()
+    assert (written.secrets / "metrics" / METRICS_TOKEN_FILE).read_text() == token
 
 
 def _certificates(path: Path) -> list[x509.Certificate]:

@@ -682,3 +682,22 @@ def test_the_registry_alone_is_given_its_reader_client_its_secret_from_its_secre
             name = workload["metadata"]["name"]
             assert not [k for k in _environment(workload) if "_READER_" in k], name
             assert secret not in {s for s, _ in _mounted(workload).values()}, name
+
+
+def test_every_metrics_port_takes_one_token_from_its_services_secret() -> None:
+    """Each Deployment that declares a metrics port reads its metrics token from its own
+    Secret, and the README puts the same file into each."""
+    readme = (DEPLOY / "README.md").read_text()
+    sources = set()
+    for workload in _workloads():
+        spec = pod_spec(workload)
+        assert spec is not None
+        [container] = spec["containers"]
+        if not any(port["name"] == "metrics" for port in container["ports"]):
+            continue
+        [variable] = [v for v in _environment(workload) if v.endswith("_METRICS_TOKEN_FILE")]
+        secret, key = _mounted(workload)[_environment(workload)[variable]]
+        assert key == variable.removesuffix("_FILE")
+        assert key in _kubectl_secrets()[secret]
+        sources |= set(re.findall(rf"--from-file={key}=(\S+)", readme))
+    assert sources == {"./metrics-token"}
