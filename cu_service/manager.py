@@ -3,9 +3,9 @@
 Submission validates the workflow (statically, then by compiling it on Spark, see
 preparation) before anything is recorded, then binds the execution to its warehouse in the
 registry and queues it. At most `capacity` executions run at once, each on a thread of its own
-as its own Spark job group in a FAIR scheduler pool of its own (so running executions share
-the task slots); the rest wait in order. An execution still running at its run time limit is
-stopped and fails with RESOURCE_LIMIT.
+as its own Spark job group, in its submitter's FAIR scheduler pool (so submitters, then their
+executions, share the task slots; see slot_fairness); the rest wait in order. An execution
+still running at its run time limit is stopped and fails with RESOURCE_LIMIT.
 
 Every call into the JVM (compiling, sampling progress, cancelling) runs on a thread, never on
 the event loop, so the unit keeps answering whatever Spark does. Each execution's view
@@ -21,6 +21,7 @@ import contextvars
 import hashlib
 import logging
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -40,6 +41,7 @@ from cu_service.registry import RegistryClient
 from cu_service.registry_sync import sync_with_registry
 from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
+from cu_service.slot_fairness import SlotFairness
 from cu_service.source_tables import resolve_source_tables
 from cu_service.submission import check_request
 from cu_service.telemetry import Telemetry
@@ -88,10 +90,9 @@ class ExecutionManager:
         self._settings = settings
         self._executions: dict[str, LocalExecution] = {}
         self._submitted = 0
-        #: One FAIR scheduler pool per run slot: running executions share the task slots.
-        self._pools: asyncio.Queue[str] = asyncio.Queue()
-        for slot in range(settings.capacity):
-            self._pools.put_nowait(f"execution-slot-{slot}")
+        #: Executions running at once (FIFO: asyncio's semaphore wakes waiters in order).
+        self._run_slots = asyncio.Semaphore(settings.capacity)
+        self._fairness = SlotFairness(spark.sparkContext)
         self._limits = RunLimits(settings)
         self._workflow_limits = WorkflowLimits.of(settings)
         roots = FileRoots.from_setting(settings.file_source_roots)
@@ -123,6 +124,12 @@ class ExecutionManager:
         executions = list(self._executions.values())  # one step under the GIL
         states = [e.execution.state for e in executions]
         return states.count(EX.EXECUTION_STATE_RUNNING), states.count(EX.EXECUTION_STATE_QUEUED)
+
+    def unfinished(self) -> list[str]:
+        """The ids of the queued and running executions whose end is not decided yet; safe to
+        call from any thread."""
+        executions = list(self._executions.values())  # one step under the GIL
+        return [e.execution.execution_id for e in executions if not e.terminal]
 
     def activity(self) -> tuple[int, int, int]:
         """(running, queued, ever submitted) executions; safe to call from any thread."""
@@ -217,12 +224,16 @@ class ExecutionManager:
         ):
             try:
                 with tracer.start_as_current_span("queue"):
-                    pool = await self._pools.get()
+                    await self._run_slots.acquire()
                 try:
                     if not local.terminal:  # else cancelled while it waited
-                        await self._run_in_pool(local, prepared, pool)
+                        pool = await self._fairness.enter(local.owner)
+                        try:
+                            await self._run_in_pool(local, prepared, pool)
+                        finally:
+                            self._fairness.leave(local.owner)
                 finally:
-                    self._pools.put_nowait(pool)
+                    self._run_slots.release()
             finally:
                 close_catalog(prepared.catalog)
 
@@ -310,6 +321,13 @@ class ExecutionManager:
             local.tasks.append(beyond_the_call(self._keep_cancelling(local)))
         return local.snapshot()
 
+    async def cancel_ended(self, execution_ids: Sequence[str]) -> None:
+        """Cancels the executions that the registry ended itself; what is shown of each is then
+        the ledger's record of its end (see registry_sync)."""
+        for execution_id in execution_ids:
+            if (local := self._executions.get(execution_id)) is not None:
+                await self.cancel(local, "the registry ended the execution")
+
     async def _keep_cancelling(self, local: LocalExecution) -> None:
         """Cancels the run's Spark jobs until it ends: a job group's cancel reaches only the
         jobs running at that moment, and the run may be about to start another."""
@@ -331,6 +349,7 @@ class ExecutionManager:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._fairness.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 

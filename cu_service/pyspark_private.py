@@ -1,13 +1,14 @@
 """The one adapter to PySpark's private API: the JVM side of a session and of a DataFrame (their
 py4j objects, for Catalyst's plans and registries), the DDL type parser, jobs that collect
-some partitions of a DataFrame's rows and the stopping of the Python worker daemons; checked
+some partitions of a DataFrame's rows, the stopping of the Python worker daemons, and the task
+scheduler's pools, active stages and running task attempts (to share slots out); checked
 against PYSPARK_VERSION (a unit test fails when the installed version moves, so these are
 looked at again)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from py4j.java_gateway import JavaClass
 from pyspark import SparkConf, SparkContext
@@ -90,3 +91,76 @@ def launch_jvm(conf: SparkConf) -> None:
     any session is made: the settings a session is made with later reach the JVM through py4j
     alone, never on a command line that other processes can read."""
     SparkContext._ensure_initialized(conf=conf)
+
+
+class ActiveStage(NamedTuple):
+    """A stage running now, as Spark's status store holds it."""
+
+    stage_id: int
+    attempt_id: int
+    #: The FAIR scheduler pool its jobs were submitted to.
+    pool: str
+    tasks: int
+    #: Attempts running now, those being killed among them.
+    active: int
+    #: Tasks done (each counted once, however many attempts it took).
+    completed: int
+
+
+def _class_of(context: SparkContext, name: str) -> Any:
+    gateway = context._gateway
+    assert gateway is not None, "the context has a JVM"
+    return JavaClass(name, gateway._gateway_client)
+
+
+def fair_pool(context: SparkContext, name: str) -> None:
+    """Adds a pool of that name, scheduling FAIR, under the task scheduler's root pool unless
+    it has one: a pool that Spark makes itself for a name it does not know schedules FIFO, and
+    only an allocation file read at start can say otherwise. Not safe to call for the same name
+    from two threads at once, nor once a job was submitted to that pool."""
+    root = context._jsc.sc().taskScheduler().rootPool()
+    if root.getSchedulableByName(name) is None:
+        fair = _class_of(context, "org.apache.spark.scheduler.SchedulingMode").FAIR()
+        pool = _class_of(context, "org.apache.spark.scheduler.Pool")
+        root.addSchedulable(pool(name, fair, 0, 1))  # no minimum share, weight 1
+
+
+def active_stages(context: SparkContext) -> list[ActiveStage]:
+    """The stages running now, read from the status store's live view."""
+    stages = context._jsc.sc().statusStore().activeStages().iterator()
+    found = []
+    while stages.hasNext():
+        stage = stages.next()
+        found.append(
+            ActiveStage(
+                stage.stageId(),
+                stage.attemptId(),
+                stage.schedulingPool(),
+                stage.numTasks(),
+                stage.numActiveTasks(),
+                stage.numCompletedIndices(),
+            )
+        )
+    return found
+
+
+def running_attempts(context: SparkContext, stage: ActiveStage) -> list[tuple[int, int]]:
+    """The stage's running task attempts: (task id, launch time in epoch milliseconds)."""
+    running = _class_of(context, "org.apache.spark.status.api.v1.TaskStatus").RUNNING
+    by_id = _class_of(context, "org.apache.spark.status.api.v1.TaskSorting").ID
+    store = context._jsc.sc().statusStore()
+    tasks = store.taskList(
+        stage.stage_id, stage.attempt_id, 0, stage.tasks, by_id, [running]
+    ).iterator()
+    found = []
+    while tasks.hasNext():
+        task = tasks.next()
+        found.append((task.taskId(), task.launchTime().getTime()))
+    return found
+
+
+def kill_task_attempt(context: SparkContext, task_id: int, reason: str) -> bool:
+    """Kills a running task attempt, interrupting its thread (SparkContext.killTaskAttempt, not
+    in PySpark); Spark runs the task again without counting a failure. False if it had ended."""
+    killed: bool = context._jsc.sc().killTaskAttempt(task_id, True, reason)
+    return killed

@@ -8,7 +8,7 @@ stays visible; statistics and console messages stay, to explain what happened.
 (The registry's cleaner makes sure of it later, also for a unit that died.)
 A failure caused by one of the unit's limits (run time, result bytes, memory)
 is reported as RESOURCE_LIMIT naming the limit (see cu_service.resource_limits).
-Its jobs go to the FAIR scheduler pool it was given.
+Its jobs go to the FAIR scheduler pool it was given, its submitter's.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ExecutionRun:
     #: Why the manager stopped the run at its time limit, once it has.
     time_limit_reason: Callable[[], str | None]
     limits: RunLimits
-    #: The FAIR scheduler pool its jobs go to, one per running execution.
+    #: The FAIR scheduler pool its jobs go to, its submitter's (see cu_service.slot_fairness).
     pool: str
     #: What its write tasks renew storage credentials with (no catalog token).
     credentials: ExecutionCredentials

@@ -2,8 +2,8 @@
 
 Executions get their own sessions from it (SparkSession.newSession: private
 temporary views and SQL settings) and share its SparkContext, so Spark
-schedules their jobs side by side (FAIR scheduling, a pool per running
-execution) and each can be cancelled by its job group. Python workers are
+schedules their jobs side by side (FAIR scheduling, a pool per submitter,
+see cu_service.slot_fairness) and each can be cancelled by its job group. Python workers are
 confined by cu_service.worker_daemon.
 """
 
@@ -208,6 +208,9 @@ def start_spark(
         # In local mode tasks run in this JVM: an OutOfMemoryError fails its task (and the
         # execution, with RESOURCE_LIMIT), instead of ending the JVM and every execution.
         "spark.executor.killOnFatalError.depth": "0",
+        # A killed Python task's worker ends once Spark's monitor sees the kill, not 2 s later:
+        # a slot taken back for another user (cu_service.slot_fairness) frees sooner.
+        "spark.python.task.killTimeout": "0s",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
         "spark.sql.runSQLOnFiles": "false",

@@ -4,9 +4,15 @@ on a real SparkSession: when PySpark moves, these say whether the adapter still 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
+import pyarrow as pa
 import pytest
+from pyspark import SparkContext
 from pyspark import __version__ as pyspark_version
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
@@ -78,3 +84,74 @@ def test_the_python_daemons_stop_and_the_next_task_starts_one(spark: SparkSessio
     assert python_daemons(jvm) == []
     run_once(spark)
     assert len(python_daemons(jvm)) == 1
+
+
+def _spin(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import time  # noqa: PLC0415 - the task runs in a worker that cannot import this module
+
+    time.sleep(600)
+    yield from batches
+
+
+def test_a_fair_pool_is_made_once(spark: SparkSession) -> None:
+    context = spark.sparkContext
+    pyspark_private.fair_pool(context, "fair-once")
+    pyspark_private.fair_pool(context, "fair-once")
+    root = context._jsc.sc().taskScheduler().rootPool()
+    pool = root.getSchedulableByName("fair-once")
+    assert pool.schedulingMode().toString() == "FAIR"
+    assert _names(root).count("fair-once") == 1
+
+
+def _names(root: Any) -> list[str]:
+    pools = root.schedulableQueue().iterator()
+    names = []
+    while pools.hasNext():
+        names.append(pools.next().name())
+    return names
+
+
+def test_running_attempts_are_seen_and_one_is_killed_without_failing_its_job(
+    spark: SparkSession,
+) -> None:
+    context = spark.sparkContext
+    pyspark_private.fair_pool(context, "spinning")
+    failed: list[BaseException] = []
+
+    def spin() -> None:
+        context.setJobGroup("spinning", "spinning", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", "spinning")
+        try:
+            spark.range(0, 2, 1, 2).mapInArrow(_spin, "id long").collect()
+        except BaseException as exc:  # cancelled at the end, as expected
+            failed.append(exc)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        stage = _stage_running(context, "spinning", attempts=2)
+        attempts = pyspark_private.running_attempts(context, stage)
+        assert len(attempts) == 2
+        task_id = max(attempts, key=lambda a: a[1])[0]
+        assert pyspark_private.kill_task_attempt(context, task_id, "preempted")
+        # Run again as a new attempt: the job goes on.
+        again = _stage_running(context, "spinning", attempts=2, besides=task_id)
+        assert again.stage_id == stage.stage_id
+        assert not failed
+    finally:
+        context.cancelJobGroup("spinning")
+        thread.join(60)
+
+
+def _stage_running(
+    context: SparkContext, pool: str, attempts: int, besides: int = -1
+) -> pyspark_private.ActiveStage:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for stage in pyspark_private.active_stages(context):
+            running = pyspark_private.running_attempts(context, stage)
+            ids = {task_id for task_id, _ in running}
+            if stage.pool == pool and len(ids - {besides}) == attempts:
+                return stage
+        time.sleep(0.2)
+    raise AssertionError(f"no stage of pool {pool} with {attempts} running attempts")
