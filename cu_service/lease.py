@@ -10,7 +10,9 @@ next heartbeat, and holds its lease sweep long enough for it (see
 warehouse_service.background.leases). A heartbeat the registry refuses with NOT_FOUND means
 the lease did lapse (the unit could not reach the registry for a lease, say) and
 the registry has failed this unit's unfinished executions: they are cancelled
-here too, and the unit registers again.
+here too, and the unit registers again. Each heartbeat lists the unit's unfinished executions,
+and the registry answers which of them it ended itself (their submitter's share of the unit was
+taken back, say): those are cancelled, as CancelExecution cancels, within a heartbeat.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ log = logging.getLogger("cu_service.lease")
 REGISTER_RETRY = RetryPolicy(
     window_seconds=float("inf"), first_wait_seconds=0.5, longest_wait_seconds=2.0
 )
+#: Unfinished executions a heartbeat lists at most (the registry's limit).
+MAX_UNFINISHED = 1000
 #: What a registry that cannot answer yet (or whose database cannot) answers.
 _PASSING = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
@@ -128,7 +132,10 @@ class HeartbeatThread:
         signing_request = self._signing_request()
         try:
             response = await registry.heartbeat(
-                running, queued, certificate_signing_request=signing_request
+                running,
+                queued,
+                unfinished=self._manager.unfinished()[:MAX_UNFINISHED],
+                certificate_signing_request=signing_request,
             )
         except ServiceError as exc:
             if exc.code == grpc.StatusCode.UNAUTHENTICATED:
@@ -147,6 +154,11 @@ class HeartbeatThread:
             )
             return await register(
                 registry, self._endpoint, self._capacity, workers_confined=self._workers_confined
+            )
+        if response.ended_execution_ids:
+            asyncio.run_coroutine_threadsafe(
+                self._manager.cancel_ended(list(response.ended_execution_ids)),
+                self._manager_loop,
             )
         if signing_request:
             self._take_certificate(response.certificate_chain)

@@ -10,6 +10,8 @@ well as the unit's (see service_runtime.propagation).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf.duration_pb2 import Duration
 
 from catalog_map.registry import RegistryReader
@@ -121,12 +123,20 @@ class RegistryClient(RegistryReader):
         return response
 
     async def heartbeat(
-        self, running: int, queued: int, *, certificate_signing_request: bytes = b""
+        self,
+        running: int,
+        queued: int,
+        *,
+        unfinished: Sequence[str] = (),
+        certificate_signing_request: bytes = b"",
     ) -> rs.HeartbeatComputingUnitResponse:
+        """Renews the lease; the answer names those of the unfinished executions that the
+        registry ended itself."""
         request = rs.HeartbeatComputingUnitRequest(
             computing_unit_id=self.unit_id,
             running_executions=running,
             queued_executions=queued,
+            unfinished_execution_ids=unfinished,
             certificate_signing_request=certificate_signing_request,
         )
         response = await self._call(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from collections.abc import Sequence
 from typing import Any, cast
 
 import grpc
@@ -46,14 +47,23 @@ class Registry:
         #: Issues units' certificates when set; the signing requests heartbeats carried.
         self.issuer: UnitCertificates | None = None
         self.signing_requests: list[bytes] = []
+        #: The executions the ledger holds as ended.
+        self.ended: set[str] = set()
 
     async def heartbeat(
-        self, running: int, queued: int, *, certificate_signing_request: bytes = b""
+        self,
+        running: int,
+        queued: int,
+        *,
+        unfinished: Sequence[str] = (),
+        certificate_signing_request: bytes = b"",
     ) -> registry_service_pb2.HeartbeatComputingUnitResponse:
         self.beats += 1
         if self.heartbeats and (failure := self.heartbeats.pop(0)) is not None:
             raise failure
-        response = registry_service_pb2.HeartbeatComputingUnitResponse()
+        response = registry_service_pb2.HeartbeatComputingUnitResponse(
+            ended_execution_ids=[e for e in unfinished if e in self.ended]
+        )
         if certificate_signing_request:
             self.signing_requests.append(certificate_signing_request)
             if self.issuer is not None:
@@ -79,12 +89,22 @@ class Registry:
 class Manager:
     def __init__(self) -> None:
         self.cancelled: list[str] = []
+        self.running = ["e-1", "e-2"]
+        #: The executions cancel_ended was given.
+        self.ended: list[str] = []
 
     def counts(self) -> tuple[int, int]:
         return 2, 0
 
+    def unfinished(self) -> list[str]:
+        return list(self.running)
+
     async def cancel_all(self, reason: str) -> None:
         self.cancelled.append(reason)
+
+    async def cancel_ended(self, execution_ids: Sequence[str]) -> None:
+        self.ended += execution_ids
+        self.running = [e for e in self.running if e not in execution_ids]
 
 
 async def beat_until(
@@ -111,6 +131,14 @@ async def beat_until(
     finally:
         thread.stop()
     await asyncio.sleep(0.05)  # what the heartbeat thread handed the unit's loop, done
+
+
+async def test_the_executions_the_registry_ended_are_cancelled_after_a_heartbeat() -> None:
+    registry, manager = Registry(), Manager()
+    registry.ended = {"e-2", "e-elsewhere"}
+    await beat_until(registry, manager, 3)
+    assert manager.ended == ["e-2"]
+    assert manager.cancelled == []
 
 
 async def test_heartbeats_go_on_through_an_outage_and_cancel_nothing() -> None:

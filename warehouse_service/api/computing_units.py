@@ -201,10 +201,17 @@ class ComputingUnitServicer(computing_unit_service_pb2_grpc.ComputingUnitService
                 confined = await unit_records.workers_confined(connection, row["unit_id"])
                 self._supervisor.check_confined(row, request.user_id, confined)
                 await unit_records.share(connection, row["unit_id"], request.user_id)
+                cancelled: list[str] = []
             else:
-                await unit_records.unshare(connection, row["unit_id"], request.user_id)
+                # What the guest still runs there is cancelled too: the unit hears it with
+                # its next heartbeat and stops it (see UnitLeaseService).
+                cancelled = await unit_records.unshare(connection, row["unit_id"], request.user_id)
             log.info(
                 "computing unit shared" if share else "computing unit unshared",
-                extra={"unit_id": row["unit_id"], "other_user_id": request.user_id},
+                extra={
+                    "unit_id": row["unit_id"],
+                    "other_user_id": request.user_id,
+                    "cancelled": cancelled,
+                },
             )
             return await self._shown(connection, row, user)

@@ -23,6 +23,8 @@ from warehouse_service.units.unit_credentials import UnitCredentials
 from warehouse_service.units.unit_supervisor import UnitSupervisor
 
 log = logging.getLogger("warehouse_service.unit_leases")
+#: Unfinished executions a heartbeat may list (a unit runs and queues far fewer).
+MAX_UNFINISHED = 1000
 
 
 class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
@@ -94,6 +96,13 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
         violations.check(
             request.queued_executions >= 0, "queued_executions", "must not be negative"
         )
+        violations.check(
+            len(request.unfinished_execution_ids) <= MAX_UNFINISHED,
+            "unfinished_execution_ids",
+            f"must be at most {MAX_UNFINISHED}",
+        )
+        for index, execution_id in enumerate(request.unfinished_execution_ids):
+            check_identifier(violations, execution_id, f"unfinished_execution_ids[{index}]")
         violations.raise_if_any()
         same_caller(identity, request.computing_unit_id)
         certificate_chain = b""
@@ -109,12 +118,19 @@ class UnitLeaseServicer(registry_service_pb2_grpc.UnitLeaseServiceServicer):
                 request.queued_executions,
                 self._lease,
             )
-        if row is None:
-            raise not_found(Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again")
+            if row is None:
+                raise not_found(
+                    Resource.UNIT_REGISTRATION, request.computing_unit_id, "register again"
+                )
+            # What the registry ended itself (unsharing, say) reaches the unit within a beat.
+            ended = await unit_registrations.ended_executions(
+                connection, request.computing_unit_id, request.unfinished_execution_ids
+            )
         return registry_service_pb2.HeartbeatComputingUnitResponse(
             registration=records.registration(row),
             credential=self._unit_credentials.renewed(identity),
             certificate_chain=certificate_chain,
+            ended_execution_ids=ended,
         )
 
     async def ListUnitRegistrations(

@@ -117,10 +117,24 @@ async def share(connection: Connection, unit_id: str, user_id: str) -> None:
     )
 
 
-async def unshare(connection: Connection, unit_id: str, user_id: str) -> None:
+async def unshare(connection: Connection, unit_id: str, user_id: str) -> list[str]:
+    """Ends the share and cancels, in the ledger, what the user still runs or queues on the
+    unit (the unit hears it with its next heartbeat); returns those executions' ids."""
     await connection.execute(
         "DELETE FROM unit_shares WHERE unit_id = $1 AND user_id = $2", unit_id, user_id
     )
+    rows = await connection.fetch(
+        """
+        UPDATE executions SET state = 'CANCELLED', error_reason = 'COMPUTING_UNIT_UNSHARED',
+            error_message = 'the computing unit is no longer shared with its submitter',
+            ended_at = now(), updated_at = now()
+        WHERE computing_unit_id = $1 AND owner_user_id = $2 AND state IN ('QUEUED', 'RUNNING')
+        RETURNING execution_id
+        """,
+        unit_id,
+        user_id,
+    )
+    return sorted(row["execution_id"] for row in rows)
 
 
 async def workers_confined(connection: Connection, unit_id: str) -> bool | None:

@@ -101,6 +101,22 @@ async def renew_lease(
     return row
 
 
+async def ended_executions(
+    connection: Connection, unit_id: str, execution_ids: Sequence[str]
+) -> list[str]:
+    """Those of the executions, bound to the unit, that the ledger holds as ended."""
+    if not execution_ids:
+        return []
+    rows = await connection.fetch(
+        "SELECT execution_id FROM executions WHERE execution_id = ANY($2::text[]) "
+        "AND computing_unit_id = $1 AND state NOT IN ('QUEUED', 'RUNNING') "
+        "ORDER BY execution_id",
+        unit_id,
+        list(execution_ids),
+    )
+    return [row["execution_id"] for row in rows]
+
+
 async def least_loaded(
     connection: Connection, healthy_only: bool, offset: int, limit: int
 ) -> Sequence[asyncpg.Record]:

@@ -715,6 +715,7 @@ class HeartbeatComputingUnitRequest(_message.Message):
     RUNNING_EXECUTIONS_FIELD_NUMBER: _builtins.int
     QUEUED_EXECUTIONS_FIELD_NUMBER: _builtins.int
     CERTIFICATE_SIGNING_REQUEST_FIELD_NUMBER: _builtins.int
+    UNFINISHED_EXECUTION_IDS_FIELD_NUMBER: _builtins.int
     computing_unit_id: _builtins.str
     """Identifier of the unit. Required."""
     running_executions: _builtins.int
@@ -727,6 +728,12 @@ class HeartbeatComputingUnitRequest(_message.Message):
     certificate for that key if it issues units' certificates; whatever the request
     asks for, the certificate names this unit alone. Optional.
     """
+    @_builtins.property
+    def unfinished_execution_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The unit's QUEUED and RUNNING executions, so that it hears which of them the
+        registry ended (ended_execution_ids). At most 1,000. Optional.
+        """
+
     def __init__(
         self,
         *,
@@ -734,10 +741,11 @@ class HeartbeatComputingUnitRequest(_message.Message):
         running_executions: _builtins.int = ...,
         queued_executions: _builtins.int = ...,
         certificate_signing_request: _builtins.bytes = ...,
+        unfinished_execution_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_signing_request", b"certificate_signing_request", "computing_unit_id", b"computing_unit_id", "queued_executions", b"queued_executions", "running_executions", b"running_executions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_signing_request", b"certificate_signing_request", "computing_unit_id", b"computing_unit_id", "queued_executions", b"queued_executions", "running_executions", b"running_executions", "unfinished_execution_ids", b"unfinished_execution_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -752,6 +760,7 @@ class HeartbeatComputingUnitResponse(_message.Message):
     REGISTRATION_FIELD_NUMBER: _builtins.int
     CREDENTIAL_FIELD_NUMBER: _builtins.int
     CERTIFICATE_CHAIN_FIELD_NUMBER: _builtins.int
+    ENDED_EXECUTION_IDS_FIELD_NUMBER: _builtins.int
     credential: _builtins.str
     """Output only. A fresh credential of the unit's launch, for its calls from now on:
     credentials live minutes, and each heartbeat renews the unit's. Secret.
@@ -765,16 +774,25 @@ class HeartbeatComputingUnitResponse(_message.Message):
     def registration(self) -> Global___UnitRegistration:
         """The registration with its renewed lease."""
 
+    @_builtins.property
+    def ended_execution_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Output only. Those of the request's unfinished_execution_ids that the
+        registry's ledger holds as ended (the registry ended them itself, say when
+        the unit's owner stopped sharing it with their submitter): the unit cancels
+        them, and shows the ledger's record of their end.
+        """
+
     def __init__(
         self,
         *,
         registration: Global___UnitRegistration | None = ...,
         credential: _builtins.str = ...,
         certificate_chain: _builtins.bytes = ...,
+        ended_execution_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["registration", b"registration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_chain", b"certificate_chain", "credential", b"credential", "registration", b"registration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate_chain", b"certificate_chain", "credential", b"credential", "ended_execution_ids", b"ended_execution_ids", "registration", b"registration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
