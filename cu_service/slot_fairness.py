@@ -69,7 +69,10 @@ class SlotFairness:
         pool = pool_name(submitter)
         async with self._making:
             if pool not in self._pools:
-                await asyncio.to_thread(pyspark_private.fair_pool, self._context, pool)
+                try:
+                    await asyncio.to_thread(pyspark_private.fair_pool, self._context, pool)
+                except Exception:  # Spark makes the pool itself, FIFO: the execution still runs
+                    log.exception("could not make a FAIR scheduler pool")
                 self._pools[pool] = submitter
         self._running[submitter] = self._running.get(submitter, 0) + 1
         if len(self._running) > 1 and (self._loop is None or self._loop.done()):
