@@ -180,10 +180,12 @@ def start_spark(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Spark's scripts run a JVM of their own first, to build the driver's command line.
     os.environ["SPARK_LAUNCHER_OPTS"] = NO_PERF_DATA
-    encoded = (confinement or worker_confinement(settings)).encode()
+    confinement = confinement or worker_confinement(settings)
+    encoded = confinement.encode()
+    workers = confinement.user[:2] if confinement.user else None  # (uid, gid), not the unit's
     os.environ[worker_daemon.VARIABLE] = encoded  # local mode: the JVM's own environment
     local = is_local(settings.spark_master)
-    options = {
+    options: dict[str, bool | float | int | str | None] = {
         "spark.master": settings.spark_master,
         "spark.app.name": f"texera-lake-{settings.computing_unit_id}",
         "spark.driver.memory": settings.spark_driver_memory,
@@ -214,7 +216,7 @@ def start_spark(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Users' SQL reads only the workflow's inputs: no `format`.`path` tables.
         "spark.sql.runSQLOnFiles": "false",
-        **spark_security.listener_settings(local),
+        **spark_security.listener_settings(local, workers),
     }
     if java_options := driver_java_options(settings):
         options["spark.driver.extraJavaOptions"] = java_options
@@ -223,7 +225,7 @@ def start_spark(
     try:
         # The JVM starts with these settings on its command line; a cluster's secret reaches
         # it afterwards, with the session's settings, through py4j.
-        pyspark_private.launch_jvm(SparkConf().setAll(options.items()))
+        pyspark_private.launch_jvm(SparkConf().setAll([(k, str(v)) for k, v in options.items()]))
         if not local:
             options[spark_security.SECRET_KEY] = settings.spark_auth_secret
         spark = SparkSession.builder.config(map=options).getOrCreate()

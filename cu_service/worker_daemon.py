@@ -135,7 +135,7 @@ def without_inherited_secrets() -> None:
     (an environment block outlives os.environ's entry). Refuses a daemon on a loopback port,
     whose secret every task would need to hold; Spark serves it on a UNIX socket
     (cu_service.spark_security)."""
-    if os.environ.get(_UNIX_SOCKET) != "true":
+    if os.environ.get(_UNIX_SOCKET, "").lower() != "true":
         raise SystemExit(
             "pyspark's daemon must listen on a UNIX socket (spark.python.unix.domain.socket"
             ".enabled): on a loopback port every task would hold the secret that reaches it"

@@ -114,9 +114,10 @@ def listeners():
 
 def spark_serves(host, port):
     """Asks as Spark's own client would, without authenticating, for the first broadcast
-    blocks (OpenBlocks in an RpcRequest frame). A listener that answers with blocks (an
-    RpcResponse), or that deserialized the request as a Java object (Spark's RPC), serves
-    whoever asks; one that asks for authentication first answers neither."""
+    blocks (OpenBlocks in an RpcRequest frame). A block manager that serves whoever asks
+    answers with the blocks or that one is missing; Spark's RPC deserializes the request as a
+    Java object and says it could not. One that asks for authentication first refuses the
+    request unread."""
     def text(value):
         data = value.encode()
         return struct.pack(">i", len(data)) + data
@@ -124,21 +125,24 @@ def spark_serves(host, port):
     body = (b"\x00" + text("app") + text("driver") + struct.pack(">i", len(blocks))
             + b"".join(text(b) for b in blocks))
     frame = struct.pack(">qbqi", 21 + len(body), 3, 7, len(body)) + body
+    answer = b""
     try:
         with socket.create_connection((host, port), timeout=2) as s:
             s.settimeout(2)
             s.sendall(frame)
-            answer = b""
-            while len(answer) < 4096:
+            # One frame: its length (8 bytes, itself included), its type, then the rest.
+            while len(answer) < 9 or len(answer) < min(struct.unpack(">q", answer[:8])[0], 4096):
                 chunk = s.recv(4096)
                 if not chunk:
                     break
                 answer += chunk
-    except OSError:  # refused, closed or silent
-        return False
+    except OSError:  # refused, reset, or silent: nothing served
+        pass
     if len(answer) < 9 or answer[8] not in (4, 5):
         return False
-    return answer[8] == 4 or b"ObjectInputStream" in answer or b"StreamCorrupted" in answer
+    # An RpcResponse, or an RpcFailure of the request itself (a block not found, a Java
+    # object that did not deserialize), rather than the authentication's refusal.
+    return answer[8] == 4 or b"AuthRpcHandler" not in answer
 
 def daemon_sockets_reached():
     """The UNIX sockets the machine shows (/proc/net/unix) that the task could connect to:
