@@ -32,6 +32,7 @@ from cu_service.worker_daemon import Confinement
 from cu_service.workflow.reach import Reach
 from service_runtime.config import ConfigError
 from service_runtime.processes import ensure_system_user
+from unit_launcher.unit_memory import MIB, TASK_MIB
 from unit_launcher.unit_settings import ComputingUnitSettings
 
 log = logging.getLogger("cu_service.spark")
@@ -90,7 +91,17 @@ def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
         processes=settings.worker_processes,
         user=user,
         sandboxed=settings.sandbox_tasks and _sandbox_allowed(),
+        scratch_bytes=scratch_bytes(settings),
     )
+
+
+def scratch_bytes(settings: ComputingUnitSettings) -> int:
+    """Room for one task's scratch file systems: within the part of the unit's memory bound
+    that is a running task's (unit_launcher.unit_memory), where the unit is bounded; else the
+    worker's memory limit."""
+    if settings.memory_budget_bytes:
+        return min(settings.worker_memory_bytes, TASK_MIB * MIB)
+    return settings.worker_memory_bytes
 
 
 def _sandbox_allowed() -> bool:

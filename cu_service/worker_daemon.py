@@ -37,6 +37,8 @@ VARIABLE = "TEXERA_LAKE_WORKER_CONFINEMENT"
 INHERITED_SECRETS = ("_SPARK_AUTH_SECRET", "PYTHON_WORKER_FACTORY_SECRET")
 #: Set by Spark when its daemon listens on a UNIX socket.
 _UNIX_SOCKET = "PYTHON_UNIX_DOMAIN_ENABLED"
+#: The kernel's highest score for ending a process when memory runs out (oom_score_adj).
+OOM_FIRST = 1000
 #: Archives Spark puts on the Python path.
 _ARCHIVES = (".zip", ".jar")
 #: What the unit's tasks import: the writer's, users' functions' and table sources' code, and
@@ -62,6 +64,9 @@ class Confinement:
     user: tuple[int, int, str] | None
     #: Whether each task runs in a sandbox of its own (cu_service.sandbox).
     sandboxed: bool = False
+    #: Room for a sandboxed task's scratch file systems, all together (memory, counted in
+    #: the unit's bound).
+    scratch_bytes: int = 0
 
     def encode(self) -> str:
         return json.dumps(asdict(self))
@@ -73,6 +78,10 @@ class Confinement:
         return cls(**fields, user=tuple(user) if user else None)
 
     def apply(self) -> None:
+        # Where the unit's memory runs out, the kernel ends a worker (and its task with its
+        # scratch files) before the unit's JVM or driver, which hold every execution.
+        with open("/proc/self/oom_score_adj", "w") as score:
+            score.write(str(OOM_FIRST))
         _lower(resource.RLIMIT_AS, self.memory_bytes)
         _lower(resource.RLIMIT_NOFILE, self.open_files)
         if self.user is None:
@@ -156,7 +165,7 @@ def main() -> None:
     from cu_service import pyspark_daemon  # noqa: PLC0415 - imports pyspark
 
     if confinement.sandboxed:
-        sandbox = Sandbox.for_unit(unit_home, confinement.memory_bytes, confinement.processes)
+        sandbox = Sandbox.for_unit(unit_home, confinement.scratch_bytes, confinement.processes)
         pyspark_daemon.run_workers_in(sandbox)
     preload()
     forget_archive_importers()

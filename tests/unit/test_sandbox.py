@@ -80,14 +80,14 @@ def test_a_folder_that_holds_what_tasks_run_is_covered_and_what_they_run_shown_a
 
 
 def test_a_checkout_under_tmp_is_shown_again_and_the_unit_inside_it_covered_again() -> None:
-    checkout = "/tmp/c"  # noqa: S108 - paths only, nothing is made
+    checkout = "/tmp/c"
     unit = f"{checkout}/.stack/units/u"
     layers = _layers(
-        hidden={"/tmp", "/dev/shm", unit, f"{unit}/tmp", f"{unit}/spark"},  # noqa: S108
+        hidden={"/tmp", "/dev/shm", unit, f"{unit}/tmp", f"{unit}/spark"},
         needed={f"{checkout}/.venv", checkout, "/usr"},
     )
     assert layers == (
-        ("/tmp", Layer.COVER),  # noqa: S108
+        ("/tmp", Layer.COVER),
         ("/dev/shm", Layer.COVER),
         (checkout, Layer.SHOW),
         (unit, Layer.COVER),
@@ -162,7 +162,7 @@ os._exit(0)
 @needs_namespaces
 def test_a_unit_checked_out_under_tmp_runs_its_code_read_only_and_hides_its_home() -> None:
     demote = os.geteuid() == 0
-    with tempfile.TemporaryDirectory(prefix="checkout-", dir="/tmp") as folder:  # noqa: S108
+    with tempfile.TemporaryDirectory(prefix="checkout-", dir="/tmp") as folder:
         checkout = Path(folder)
         subprocess.run(
             [sys.executable, "-m", "venv", "--without-pip", str(checkout / "venv")], check=True
