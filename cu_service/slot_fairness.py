@@ -28,7 +28,7 @@ from cu_service.slot_shares import Attempt, Holding, preemptions, victims
 log = logging.getLogger("cu_service.slot_fairness")
 
 #: Between two looks at the slots while they are shared: how late a waiting submitter is seen.
-TICK_SECONDS = 0.25
+TICK_SECONDS = 0.1
 #: A killed attempt counts as gone for this long, then as running again if it still is: Spark's
 #: monitor of a Python task sees the kill within 2 s and then ends its worker at once
 #: (spark.python.task.killTimeout is 0, see cu_service.spark).

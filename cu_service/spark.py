@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -96,12 +97,14 @@ def worker_confinement(settings: ComputingUnitSettings) -> Confinement:
 
 
 def scratch_bytes(settings: ComputingUnitSettings) -> int:
-    """Room for one task's scratch file systems: within the part of the unit's memory bound
-    that is a running task's (unit_launcher.unit_memory), where the unit is bounded; else the
-    worker's memory limit."""
-    if settings.memory_budget_bytes:
-        return min(settings.worker_memory_bytes, TASK_MIB * MIB)
-    return settings.worker_memory_bytes
+    """Room for one task's scratch file systems: where the unit is bounded, within the part of
+    its memory bound that is its running tasks' (unit_launcher.unit_memory: so much a core),
+    divided among its task slots; else the worker's memory limit."""
+    if not settings.memory_budget_bytes:
+        return settings.worker_memory_bytes
+    cores = local_cores(settings) or 1
+    share = TASK_MIB * MIB * cores // max(cores, settings.capacity)  # tasks beyond the cores
+    return min(settings.worker_memory_bytes, share)
 
 
 def _sandbox_allowed() -> bool:
@@ -128,6 +131,30 @@ def closed_to_workers() -> str | None:
 def is_local(master: str) -> bool:
     """Spark runs inside the unit's own JVM, not on a cluster."""
     return master == "local" or master.startswith("local[")
+
+
+_LOCAL_CORES = re.compile(r"local\[(\d+|\*)\]")
+
+
+def local_cores(settings: ComputingUnitSettings) -> int | None:
+    """The cores a local master names (local[N], local[*]); None for any other master."""
+    found = _LOCAL_CORES.fullmatch(settings.spark_master)
+    if found is None:
+        return None
+    return (os.cpu_count() or 1) if found[1] == "*" else int(found[1])
+
+
+def master_with_slots(settings: ComputingUnitSettings) -> str:
+    """The Spark master the unit runs: in local mode, with at least as many task slots as the
+    unit runs executions at once (TEXERA_LAKE_CU_CAPACITY), however few its cores. Every
+    running execution's submitter can then hold a slot: Spark never takes a running task's
+    slot back, so a unit with fewer slots than submitters could only share them by killing
+    tasks in turn, each losing its work (cu_service.slot_fairness takes back only what is over
+    an even share). Slots beyond the cores share them through the kernel's scheduler."""
+    cores = local_cores(settings)
+    if cores is None:
+        return settings.spark_master
+    return f"local[{max(cores, settings.capacity)}]"
 
 
 def shuffle_partitions(spark: SparkSession) -> int:
@@ -197,7 +224,7 @@ def start_spark(
     os.environ[worker_daemon.VARIABLE] = encoded  # local mode: the JVM's own environment
     local = is_local(settings.spark_master)
     options: dict[str, bool | float | int | str | None] = {
-        "spark.master": settings.spark_master,
+        "spark.master": master_with_slots(settings),
         "spark.app.name": f"texera-lake-{settings.computing_unit_id}",
         "spark.driver.memory": settings.spark_driver_memory,
         "spark.scheduler.mode": "FAIR",

@@ -29,9 +29,9 @@ import tempfile
 LOOPBACK = "127.0.0.1"
 #: The longest path a UNIX socket may have (sun_path's 108 bytes, the last a zero).
 _SOCKET_PATH_MAX = 107
-#: What a socket's path adds to its base folder: mkdtemp's "/pyspark-XXXXXXXX", then the name
+#: What a socket's path adds to its base folder: mkdtemp's "/pyXXXXXXXX", then the name
 #: pyspark's daemon gives its socket, "/.<a UUID>.sock".
-_FOLDER_NAME, _DAEMON_SOCKET_NAME = 17, 43
+_FOLDER_NAME, _DAEMON_SOCKET_NAME = 11, 43
 #: The setting that carries a cluster's secret into the driver's SparkConf.
 SECRET_KEY = "spark.authenticate.secret"  # noqa: S105 - a configuration key, not a secret
 
@@ -63,7 +63,7 @@ def daemon_socket_folder(workers: tuple[int, int] | None) -> str:
     base = tempfile.gettempdir()
     if len(base) + _FOLDER_NAME + _DAEMON_SOCKET_NAME > _SOCKET_PATH_MAX:
         base = "/tmp"  # noqa: S108 - a folder of the unit's own, mode 0700
-    folder = tempfile.mkdtemp(prefix="pyspark-", dir=base)
+    folder = tempfile.mkdtemp(prefix="py", dir=base)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     if workers is not None:
         os.chown(folder, *workers)

@@ -204,9 +204,10 @@ class Stack:
             password=self.secrets.database_password,
         )
         #: Where the registry keeps its units' homes and logs: outside the state dir, which
-        #: units may not enter.
+        #: units may not enter. Short: a unit's UNIX sockets live below it, and a socket's
+        #: path may not exceed 107 bytes.
         digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
-        self.unit_root = Path(tempfile.gettempdir(), f"texera-lake-units-{digest}")
+        self.unit_root = Path(tempfile.gettempdir(), f"tlu-{digest}")
         self.s3 = S3Endpoint(host, self.ports.s3, self.log_dir, self.state_dir / S3_ADMIN_KEY_FILE)
         self.database_url = ""
         self.catalog_database_url = ""

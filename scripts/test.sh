@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: API checks, lint, types, then every test but the slow ones, three test files
-# at a time. --all runs the slow ones too; --fast only the tests that start no process.
+# at a time, and the sandbox's and hostile code's tests once more from a checkout under /tmp
+# (scripts/test_tmp_layout.sh). --all runs the slow ones too; --fast only the tests that start
+# no process.
 # Extra arguments go to pytest (for example: scripts/test.sh -m slow, or -n 4 for more workers).
 set -euo pipefail
 case "${1:-}" in
@@ -28,3 +30,6 @@ step "ruff format" ruff format --check --quiet .
 step "mypy" mypy
 step "layers" lint-imports --no-cache
 step "pytest" pytest "${lane[@]}" "$@"
+# The sandbox's and hostile code's tests again from a checkout under /tmp, TMPDIR unset.
+[[ "${lane[0]}" == -m && "${lane[1]}" == "not integration" ]] ||
+  step "pytest, the checkout under /tmp" scripts/test_tmp_layout.sh

@@ -2,11 +2,16 @@
 
 A guest's function scans everything its task can reach while the unit's owner runs an
 execution on the same unit: every process it can see (/proc/*/environ, cmdline, open files and
-memory), its own interpreter's heap, the unit's home, and every listening loopback port, as a
-py4j client would drive the JVM. The owner then runs the same scan on their own unit. Neither
-finds a process but its own, a file of the unit's, a token of anyone else, or a JVM that
-answers; the owner's execution succeeds with its exact rows. A fork bomb fails its own
-execution alone, with RESOURCE_LIMIT, and the unit goes on serving.
+memory), its own interpreter's heap and environment, the unit's home, every listening TCP
+socket of the machine (as a py4j client would drive the JVM, as Spark's own client asks a block
+manager for broadcast blocks or Spark's RPC for anything, and as a scraper asks for metrics),
+and every UNIX socket (pyspark's daemon forks a worker for whoever reaches its own). The owner
+then runs the same scan on their own unit. Neither finds a process but its own, a file of the
+unit's, a token of anyone else, a secret in its environment, a Spark listener that serves it, a
+daemon it can reach, or a warehouse named by a metrics endpoint; the owner's execution succeeds
+with its exact rows. A fork bomb fails its own execution alone, with RESOURCE_LIMIT; a task
+that fills its temporary folder meets the end of its own scratch, and a process it leaves
+behind ends with it; the unit goes on serving.
 
 Run where the kernel allows unprivileged user namespaces (the unit sandboxes its tasks);
 skipped elsewhere.
@@ -16,9 +21,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import uuid
 from typing import Any
 
+import psutil
 import pytest
 
 from cu_service import sandbox
@@ -36,6 +44,8 @@ from tests.integration.executions import (
 )
 from tests.integration.mesh import create_warehouse, user
 from texera.lake.v1 import execution_pb2
+from unit_launcher.unit_memory import MIB, TASK_MIB
+from unit_launcher.unit_settings import ComputingUnitSettings
 
 pytestmark = [
     pytest.mark.integration,
@@ -144,6 +154,22 @@ def spark_serves(host, port):
     # object that did not deserialize), rather than the authentication's refusal.
     return answer[8] == 4 or b"AuthRpcHandler" not in answer
 
+def tenant_figures(host, port):
+    """Asks a listener for Prometheus metrics without a token: whether it names a warehouse."""
+    answer = b""
+    try:
+        with socket.create_connection((host, port), timeout=2) as s:
+            s.settimeout(2)
+            s.sendall(b"GET /metrics HTTP/1.0\r\nHost: metrics\r\n\r\n")
+            while len(answer) < (4 << 20):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+    except OSError:
+        pass
+    return b"warehouse_id" in answer
+
 def daemon_sockets_reached():
     """The UNIX sockets the machine shows (/proc/net/unix) that the task could connect to:
     pyspark's daemon forks a worker for whoever connects to its own."""
@@ -204,6 +230,7 @@ def process(batches):
         "spark_served": [",".join(f"{h}:{p}" for h, p in found if spark_serves(h, p))],
         "daemons": [",".join(daemon_sockets_reached())],
         "secrets": [",".join(secrets_in_environment())],
+        "tenants": [",".join(f"{h}:{p}" for h, p in found if tenant_figures(h, p))],
     })
 '''
 SCAN_COLUMNS = [
@@ -216,6 +243,7 @@ SCAN_COLUMNS = [
     ("spark_served", "string"),
     ("daemons", "string"),
     ("secrets", "string"),
+    ("tenants", "string"),
 ]
 FORK_BOMB = "import os\ndef process(batches):\n    while True:\n        os.fork()\n    yield\n"
 
@@ -245,6 +273,7 @@ def assert_found_nothing_of_others(row: dict[str, Any], user_id: str) -> None:
     assert row["spark_served"] == "", "a Spark listener served a task that did not authenticate"
     assert row["daemons"] == "", "a UNIX socket (pyspark's daemon's) is within the task's reach"
     assert row["secrets"] == "", "the task's environment names a secret"
+    assert row["tenants"] == "", "a metrics endpoint named warehouses to a caller without a token"
     for token in filter(None, row["tokens"].split("\n")):
         held = claims(token)
         assert "UNIT" not in json.dumps(held).upper(), held
@@ -293,4 +322,51 @@ def test_a_fork_bomb_fails_its_execution_alone(stack: Stack) -> None:
 
     after = workflow([{"operator_id": "n", "range_source": {"end": 3}, "materialize": True}])
     again = bomber.finish(bomber.submit(warehouse_id, after).execution_id, timeout=600)
+    assert again.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, again.error
+
+
+#: Fills the task's temporary folder until the file system refuses, then leaves a process
+#: behind in a session of its own, as a daemon would.
+FILL_AND_LEAVE = r"""
+import os, subprocess
+import pyarrow as pa
+
+def process(batches):
+    for _ in batches:
+        pass
+    written, refusal = 0, ""
+    chunk = b"x" * (1 << 20)
+    try:
+        with open(os.path.join(os.environ["TMPDIR"], "fill"), "wb", buffering=0) as f:
+            while written < (8 << 30):
+                written += f.write(chunk)
+    except OSError as exc:
+        refusal = exc.strerror or str(exc)
+    subprocess.Popen(["sleep", "600", "MARKER"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    yield pa.RecordBatch.from_pydict({"written": [written], "refusal": [refusal]})
+"""
+
+
+@pytest.mark.timeout(600)
+def test_a_task_fills_only_its_own_scratch_and_leaves_no_process(stack: Stack) -> None:
+    filler, warehouse_id, _ = new_user(stack, "filler")
+    marker = f"left-by-{uuid.uuid4().hex}"
+    code = FILL_AND_LEAVE.replace("MARKER", marker)
+    flow = udf_workflow("fill", udf(code, [("written", "bigint"), ("refusal", "string")]))
+    ended = filler.finish(filler.submit(warehouse_id, flow).execution_id, timeout=600)
+    assert ended.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, ended.error
+    [output] = ended.outputs
+    catalog = rest_catalog(stack, f"texera-{warehouse_id}")
+    [row] = catalog.load_table((output.namespace, output.table_name)).scan().to_arrow().to_pylist()
+    assert row["refusal"] == "No space left on device", row
+    # A unit bounded as a whole (its launcher run as root) gives a task its share of the bound;
+    # otherwise the worker's memory limit.
+    scratch = TASK_MIB * MIB if os.geteuid() == 0 else ComputingUnitSettings().worker_memory_bytes
+    assert 0 < row["written"] <= scratch, "the task's scratch is its share of the unit"
+    # The process it left ended with the task's namespace.
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+    after = workflow([{"operator_id": "n", "range_source": {"end": 3}, "materialize": True}])
+    again = filler.finish(filler.submit(warehouse_id, after).execution_id, timeout=600)
     assert again.state == execution_pb2.EXECUTION_STATE_SUCCEEDED, again.error

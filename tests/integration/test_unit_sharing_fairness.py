@@ -2,7 +2,9 @@
 
 A guest whose functions spin for minutes, in as many partitions as the unit has slots and more,
 cannot hold the owner's small execution up: it takes under three times as long as it took alone
-in the same run (a ratio, so a busy machine slows both). Unsharing the unit while the guest's
+in the same run (a ratio, so a busy machine slows both), plus at most the interval at which
+Spark looks whether a Python task was killed (KILL_CHECK_SECONDS: the taken slot is free only
+once Spark has ended the task's worker). Unsharing the unit while the guest's
 spinning execution runs cancels it within seconds, and none of its tasks' processes remain.
 """
 
@@ -35,6 +37,9 @@ from texera.lake.v1 import (
 pytestmark = pytest.mark.integration
 
 EX = execution_pb2
+#: How often Spark looks whether a Python task was killed (BasePythonRunner's MonitorThread,
+#: not configurable): a slot taken back is free at most this long after the kill.
+KILL_CHECK_SECONDS = 2.0
 #: A function whose every partition spins (busy, never sleeping) for ten minutes.
 SPIN = udf(
     "import time\n"
@@ -108,7 +113,7 @@ def test_a_guest_saturating_the_unit_leaves_the_owner_its_share(stack: Stack) ->
         time.sleep(3)  # the guest's tasks take every slot
         loaded = timed(owner, owner_warehouse)
         print(f"the owner's small execution: {alone:.2f} s alone, {loaded:.2f} s beside the guest")
-        assert loaded <= 3 * alone, (alone, loaded)
+        assert loaded <= 3 * alone + KILL_CHECK_SECONDS, (alone, loaded)
         # The guest still runs: its tasks were taken back, not failed.
         assert guest.get(spinner).state == EX.EXECUTION_STATE_RUNNING
     finally:
