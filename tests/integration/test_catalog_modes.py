@@ -48,7 +48,7 @@ pytestmark = pytest.mark.integration
 ROWS = 4_000
 SQUARES = workflow(
     [
-        {"operator_id": "numbers", "range_source": {"end": ROWS, "partitions": 8}},
+        {"operator_id": "numbers", "range_source": {"end": ROWS, "partitions": 12}},
         {
             "operator_id": "squares",
             "input_operator_ids": ["numbers"],

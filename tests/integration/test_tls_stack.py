@@ -90,7 +90,7 @@ def test_a_workflow_through_the_gateway_over_tls_renews_its_credentials(
     alice = person(tls_stack, "tls-alice")  # every call below through the gateway, over TLS
     flow = workflow(
         [
-            {"operator_id": "n", "range_source": {"end": ROWS, "partitions": 6}},
+            {"operator_id": "n", "range_source": {"end": ROWS, "partitions": 12}},
             {
                 "operator_id": "slow",
                 "input_operator_ids": ["n"],
