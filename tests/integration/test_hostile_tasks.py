@@ -23,12 +23,15 @@ import base64
 import json
 import os
 import re
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+import cu_service
 from cu_service import sandbox
 from embedded_stack.stack import Stack
 from tests.integration.catalog_client import rest_catalog
@@ -264,10 +267,25 @@ def scanned(client: UnitClient, warehouse_id: str, stack: Stack) -> dict[str, An
     return {**row, "execution_id": ended.execution_id}
 
 
+def shown_in_tmp() -> set[str]:
+    """The names in /tmp of the folders holding what a task runs (the interpreter, the
+    packages, the unit's code), which its sandbox shows again within the covered /tmp."""
+    tmp = Path("/tmp").resolve()
+    needed = (sys.base_prefix, sys.prefix, Path(cu_service.__file__).parents[1])
+    return {
+        Path(path).resolve().relative_to(tmp).parts[0]
+        for path in needed
+        if Path(path).resolve().is_relative_to(tmp)
+    }
+
+
 def assert_found_nothing_of_others(row: dict[str, Any], user_id: str) -> None:
     assert row["pid"] == 1, "the task is the first process of its own namespace"
     assert row["pids"] == "1", "the task sees no process but its own"
-    assert row["home"] in ("", "tmp"), "the unit's home is not the task's to read"
+    # The task's own TMPDIR, and where its home is the covered /tmp, the folders that lead to
+    # what it runs, shown read-only (a checkout under /tmp).
+    listed = set(filter(None, row["home"].split(",")))
+    assert listed <= {"tmp", *shown_in_tmp()}, "the unit's home is not the task's to read"
     assert row["ports"] > 0, "the scan saw the loopback listeners, the JVM's among them"
     assert row["driven"] is False
     assert row["spark_served"] == "", "a Spark listener served a task that did not authenticate"
