@@ -43,6 +43,7 @@ from cu_service.resource_limits import RunLimits
 from cu_service.runner import ExecutionRun
 from cu_service.slot_fairness import SlotFairness
 from cu_service.source_tables import resolve_source_tables
+from cu_service.spark import task_slots
 from cu_service.submission import check_request
 from cu_service.telemetry import Telemetry
 from cu_service.workflow.file_roots import FileRoots
@@ -92,7 +93,7 @@ class ExecutionManager:
         self._submitted = 0
         #: Executions running at once (FIFO: asyncio's semaphore wakes waiters in order).
         self._run_slots = asyncio.Semaphore(settings.capacity)
-        self._fairness = SlotFairness(spark.sparkContext)
+        self._fairness = SlotFairness(spark.sparkContext, task_slots(settings))
         self._limits = RunLimits(settings)
         self._workflow_limits = WorkflowLimits.of(settings)
         roots = FileRoots.from_setting(settings.file_source_roots)

@@ -52,8 +52,11 @@ class _Killing:
 class SlotFairness:
     """The submitters' pools, and the loop that keeps their shares while two or more run."""
 
-    def __init__(self, context: SparkContext) -> None:
+    def __init__(self, context: SparkContext, slots: int | None = None) -> None:
+        """slots: the task slots Spark has, where not its default parallelism (a local unit's;
+        see cu_service.spark.task_slots)."""
         self._context = context
+        self._slots = slots
         #: Running executions per submitter (none listed with zero).
         self._running: dict[str, int] = {}
         #: Each pool made so far, and whose it is.
@@ -117,7 +120,8 @@ class SlotFairness:
             waiting[submitter] += max(0, stage.tasks - stage.active - stage.completed)
             stages.setdefault(submitter, []).append(stage)
         holdings = [Holding(s, max(0, running[s]), waiting[s]) for s in stages]
-        free = self._context.defaultParallelism - busy + len(self._killing)
+        slots = self._slots or self._context.defaultParallelism
+        free = slots - busy + len(self._killing)
         for submitter, count in preemptions(holdings, free).items():
             self._kill(submitter, stages[submitter], count, now)
 

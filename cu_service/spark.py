@@ -103,7 +103,7 @@ def scratch_bytes(settings: ComputingUnitSettings) -> int:
     if not settings.memory_budget_bytes:
         return settings.worker_memory_bytes
     cores = local_cores(settings) or 1
-    share = TASK_MIB * MIB * cores // max(cores, settings.capacity)  # tasks beyond the cores
+    share = TASK_MIB * MIB * cores // (task_slots(settings) or cores)  # tasks beyond the cores
     return min(settings.worker_memory_bytes, share)
 
 
@@ -144,17 +144,23 @@ def local_cores(settings: ComputingUnitSettings) -> int | None:
     return (os.cpu_count() or 1) if found[1] == "*" else int(found[1])
 
 
-def master_with_slots(settings: ComputingUnitSettings) -> str:
-    """The Spark master the unit runs: in local mode, with at least as many task slots as the
-    unit runs executions at once (TEXERA_LAKE_CU_CAPACITY), however few its cores. Every
-    running execution's submitter can then hold a slot: Spark never takes a running task's
-    slot back, so a unit with fewer slots than submitters could only share them by killing
-    tasks in turn, each losing its work (cu_service.slot_fairness takes back only what is over
-    an even share). Slots beyond the cores share them through the kernel's scheduler."""
+def task_slots(settings: ComputingUnitSettings) -> int | None:
+    """The unit's task slots in local mode: its cores, and at least as many as the executions
+    it runs at once (TEXERA_LAKE_CU_CAPACITY); None on a cluster, whose executors' cores they
+    are. Every running execution's submitter can then hold a slot: Spark never takes a running
+    task's slot back, so a unit with fewer slots than submitters could only share them by
+    killing tasks in turn, each losing its work (cu_service.slot_fairness takes back only what
+    is over an even share). Slots beyond the cores share them through the kernel's scheduler;
+    Spark's default parallelism stays the cores (default_parallelism), so a lone user's
+    executions are split as before."""
     cores = local_cores(settings)
-    if cores is None:
-        return settings.spark_master
-    return f"local[{max(cores, settings.capacity)}]"
+    return None if cores is None else max(cores, settings.capacity)
+
+
+def master_with_slots(settings: ComputingUnitSettings) -> str:
+    """The Spark master the unit runs: local[task_slots] in local mode, else as set."""
+    slots = task_slots(settings)
+    return settings.spark_master if slots is None else f"local[{slots}]"
 
 
 def shuffle_partitions(spark: SparkSession) -> int:
@@ -260,6 +266,8 @@ def start_spark(
         options["spark.driver.extraJavaOptions"] = java_options
     if local:  # executions set theirs (shuffle_partitions)
         options["spark.sql.shuffle.partitions"] = str(2 * (os.cpu_count() or 2))
+        # Sources' and shuffles' partitions follow the cores, not the slots (task_slots).
+        options["spark.default.parallelism"] = str(local_cores(settings) or 1)
     try:
         # The JVM starts with these settings on its command line; a cluster's secret reaches
         # it afterwards, with the session's settings, through py4j.
