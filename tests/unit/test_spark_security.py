@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from cu_service.spark import master_with_slots, scratch_bytes
 from cu_service.worker_daemon import INHERITED_SECRETS
 from unit_launcher.unit_memory import MIB, TASK_MIB
 from unit_launcher.unit_settings import ComputingUnitSettings
+from warehouse_service.units.unit_port import spark_cluster_secret
 
 
 def test_every_listener_authenticates_and_encrypts_and_local_mode_binds_loopback() -> None:
@@ -98,3 +100,12 @@ def test_the_daemon_refuses_a_loopback_port() -> None:
     )
     assert done.returncode != 0
     assert "UNIX socket" in done.stderr
+
+
+def test_the_registry_hands_units_the_clusters_secret_from_its_file(tmp_path: Path) -> None:
+    secret_file = tmp_path / "spark-secret"
+    secret_file.touch(mode=0o600)
+    secret_file.write_text("the-clusters-secret\n")
+    handed = spark_cluster_secret({"TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE": str(secret_file)})
+    assert handed == {"TEXERA_LAKE_CU_SPARK_AUTH_SECRET": "the-clusters-secret"}
+    assert spark_cluster_secret({}) == {}

@@ -103,10 +103,11 @@ def spark_cluster_secret(environ: Mapping[str, str]) -> dict[str, str]:
     TEXERA_LAKE_CU_SPARK_AUTH_SECRET_FILE names in the registry's environment, handed to each
     unit as a file of its own; none when units run Spark in their own JVM."""
     variable = ComputingUnitSettings.variable_of("spark_auth_secret")
-    path = environ.get(f"{variable}_FILE", "")
+    path = environ.get(variable, "")
     if not path:
         return {}
     try:
-        return {variable: read_setting_file(path, f"{variable}_FILE", secret=True).decode()}
+        secret = read_setting_file(path, variable, secret=True).decode().strip()
     except ValueError as exc:
         raise ConfigError(f"cannot hand units the Spark cluster's secret: {exc}") from exc
+    return {unit_secret("spark_auth_secret"): secret}
