@@ -151,8 +151,8 @@ def task_slots(settings: ComputingUnitSettings) -> int | None:
     task's slot back, so a unit with fewer slots than submitters could only share them by
     killing tasks in turn, each losing its work (cu_service.slot_fairness takes back only what
     is over an even share). Slots beyond the cores share them through the kernel's scheduler;
-    Spark's default parallelism stays the cores (default_parallelism), so a lone user's
-    executions are split as before."""
+    Spark's default parallelism stays the cores (start_spark sets spark.default.parallelism),
+    so a lone user's executions are split as before."""
     cores = local_cores(settings)
     return None if cores is None else max(cores, settings.capacity)
 
