@@ -518,6 +518,27 @@ LEDGER_BAD_INPUT: list[
         {"running_executions"},
     ),
     (
+        "HeartbeatComputingUnit",
+        lambda user_, unit_, service_: unit_.call(
+            unit_.leases.HeartbeatComputingUnit,
+            rs.HeartbeatComputingUnitRequest(
+                computing_unit_id=unit_.subject, unfinished_execution_ids=[new_id(), "bad id"]
+            ),
+        ),
+        {"unfinished_execution_ids[1]"},
+    ),
+    (
+        "HeartbeatComputingUnit",
+        lambda user_, unit_, service_: unit_.call(
+            unit_.leases.HeartbeatComputingUnit,
+            rs.HeartbeatComputingUnitRequest(
+                computing_unit_id=unit_.subject,
+                unfinished_execution_ids=[new_id() for _ in range(1001)],
+            ),
+        ),
+        {"unfinished_execution_ids"},
+    ),
+    (
         "ListUnitRegistrations",
         lambda user_, unit_, service_: service_.call(
             service_.leases.ListUnitRegistrations,
@@ -529,7 +550,9 @@ LEDGER_BAD_INPUT: list[
 
 
 @pytest.mark.parametrize(
-    ("method", "call", "fields"), LEDGER_BAD_INPUT, ids=[m for m, _, _ in LEDGER_BAD_INPUT]
+    ("method", "call", "fields"),
+    LEDGER_BAD_INPUT,
+    ids=[f"{m}-{'-'.join(sorted(f))}" for m, _, f in LEDGER_BAD_INPUT],
 )
 def test_ledger_methods_name_bad_fields(
     stack: Stack,
